@@ -1,0 +1,110 @@
+// Command local runs the whole service in one process with no AWS: the
+// embedded store under -data, in-process timers and change feed, lapse
+// delivery, and the HTTP API on -addr.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/app"
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/outbox"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	data := flag.String("data", "./data", "directory of the embedded store")
+	tokens := flag.String("tokens", "", `tokens file {"tokens":[{"token","principal","scopes":[...],"agents":[...]}]}; without it a token with every scope is generated and printed, and the server listens on loopback only`)
+	maxLineage := flag.Int("max-lineage", 16, "bound on supersede lineage")
+	allowPrivate := flag.Bool("allow-private-agents", true, "let lapse tasks reach agents on loopback and private addresses")
+	timekeepers := flag.Bool("send-to-timekeepers", false, "send lapse tasks also to agents whose card says keepsTime: true")
+	attempts := flag.Int("delivery-attempts", 8, "delivery attempts before a lapse task is dead-lettered")
+	level := flag.String("log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	var authn *auth.Authenticator
+	var generated string
+	if *tokens != "" {
+		a, err := auth.Load(*tokens)
+		if err != nil {
+			return fmt.Errorf("-tokens: %w", err)
+		}
+		authn = a
+	} else {
+		host, _, err := net.SplitHostPort(*addr)
+		if err != nil {
+			return fmt.Errorf("-addr: %w", err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("-addr %s is not loopback: give -tokens to listen beyond this machine", *addr)
+		}
+		generated = auth.Generate()
+		authn, _ = auth.New([]auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}})
+	}
+
+	rules := expect.DefaultConfig()
+	rules.MaxLineage = *maxLineage
+	a, err := app.Start(app.Config{
+		DataDir: *data, Auth: authn, Log: log, Rules: rules,
+		AllowPrivateAgents: *allowPrivate,
+		Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
+		Routes:             evaluationRoutes(log),
+		Handlers:           evaluationHandlers(log),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		a.Close()
+		return err
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	fmt.Printf("clockwork listening on http://%s (data in %s)\n", ln.Addr(), *data)
+	if generated != "" {
+		fmt.Printf("token (every scope, every agent; printed once): %s\n", generated)
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "data", *data)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		a.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("shutdown", "err", err)
+	}
+	return a.Close()
+}

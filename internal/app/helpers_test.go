@@ -1,0 +1,221 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/outbox"
+)
+
+const (
+	adminToken  = "admin-token"
+	readerToken = "reader-token"
+	otherToken  = "other-agent-token"
+	factsToken  = "facts-token"
+)
+
+type testEnv struct {
+	t   *testing.T
+	dir string
+	cfg Config
+	app *App
+	srv *httptest.Server
+}
+
+func testAuth(t *testing.T) *auth.Authenticator {
+	a, err := auth.New([]auth.TokenSpec{
+		{Token: adminToken, Principal: "admin", Scopes: auth.AllScopes, Agents: []string{"*"}},
+		{Token: readerToken, Principal: "reader", Scopes: []auth.Scope{auth.Read}, Agents: []string{"*"}},
+		{Token: otherToken, Principal: "other", Scopes: auth.AllScopes, Agents: []string{"someone-else"}},
+		{Token: factsToken, Principal: "reporter-7", Scopes: []auth.Scope{auth.FactsWrite, auth.Read}, Agents: []string{"*"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// startEnv starts the embedded runtime on a fresh data directory.
+func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir()}
+	e.cfg = Config{
+		DataDir:            e.dir,
+		Auth:               testAuth(t),
+		Log:                slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		AllowPrivateAgents: true,
+		Outbox:             outbox.Options{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxAttempts: 4},
+	}
+	if os.Getenv("CLOCKWORK_TEST_LOG") != "" {
+		e.cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, m := range mut {
+		m(&e.cfg)
+	}
+	e.restart()
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *testEnv) restart() {
+	e.t.Helper()
+	a, err := Start(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.app = a
+	e.srv = httptest.NewServer(a.Handler)
+}
+
+func (e *testEnv) stop() {
+	if e.srv != nil {
+		e.srv.Close()
+		e.srv = nil
+	}
+	if e.app != nil {
+		_ = e.app.Close()
+		e.app = nil
+	}
+}
+
+type resp struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// call sends a request with the admin token unless another is given
+// ("" sends none).
+func (e *testEnv) call(method, path string, body any, token ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	tok := adminToken
+	if len(token) > 0 {
+		tok = token[0]
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, body: b, header: res.Header}
+}
+
+func (e *testEnv) must(status int, r resp) resp {
+	e.t.Helper()
+	if r.status != status {
+		e.t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	return r
+}
+
+func (e *testEnv) record(agent, id string) *expect.Record {
+	e.t.Helper()
+	var r expect.Record
+	e.must(200, e.call("GET", "/v1/agents/"+agent+"/expectations/"+id, nil)).json(e.t, &r)
+	return &r
+}
+
+// waitRecord polls until cond holds for the record (generous deadline; this
+// waits for asynchronous work, it does not assert speed).
+func (e *testEnv) waitRecord(agent, id string, cond func(*expect.Record) bool) *expect.Record {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := e.record(agent, id)
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("record %s never reached the condition; last: %+v", id, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func problem(t *testing.T, r resp) map[string]any {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q for %d: %s", ct, r.status, r.body)
+	}
+	var p map[string]any
+	r.json(t, &p)
+	return p
+}
+
+func hasErrorPath(t *testing.T, r resp, path string) {
+	t.Helper()
+	p := problem(t, r)
+	list, _ := p["errors"].([]any)
+	for _, x := range list {
+		if m, _ := x.(map[string]any); m["path"] == path {
+			return
+		}
+	}
+	t.Fatalf("no error on %q in %s", path, r.body)
+}
+
+func ts(d time.Duration) string { return expect.FormatTime(time.Now().Add(d)) }
+
+func drain(t *testing.T, a *App) {
+	t.Helper()
+	if err := a.Quiesce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *testEnv) request(method, path string, body []byte) *http.Request {
+	req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}
+
+func (e *testEnv) do(req *http.Request) resp {
+	e.t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, body: b, header: res.Header}
+}

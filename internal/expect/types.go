@@ -1,0 +1,198 @@
+// Package expect is the domain of the A2A Expectations extension
+// (https://rsaxb.com/a2a/expectations/v1): expectations, facts, lapses, the
+// watcher's records, the kind declaration on an agent card, validation, and
+// the watcher's state machine as pure functions. It does no I/O: callers load
+// records, call these functions with the watcher's clock, and persist what
+// they return.
+package expect
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// URI is the extension's URI: the activation header value, the metadata key
+// and the agent card's capabilities.extensions[].uri.
+const URI = "https://rsaxb.com/a2a/expectations/v1"
+
+// Subject is what an expectation is about. Its id is opaque.
+type Subject struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// SatisfiedBy names the fact key that satisfies an expectation.
+type SatisfiedBy struct {
+	FactKey string `json:"factKey"`
+}
+
+// Anchor makes an expectation's current due time follow another
+// expectation's satisfaction: anchor.observedAt + Offset.
+type Anchor struct {
+	ExpectationID string `json:"expectationId"`
+	Offset        string `json:"offset"`
+}
+
+// Expectation is what an agent declares it expects for a subject and by
+// when. It is immutable once raised.
+type Expectation struct {
+	ExpectationID string      `json:"expectationId"`
+	Kind          string      `json:"kind"`
+	Subject       Subject     `json:"subject"`
+	Expects       string      `json:"expects"`
+	SatisfiedBy   SatisfiedBy `json:"satisfiedBy"`
+	DueAt         string      `json:"dueAt"`
+	Grace         string      `json:"grace,omitempty"`
+	Anchor        *Anchor     `json:"anchor,omitempty"`
+	After         []string    `json:"after,omitempty"`
+	Horizon       string      `json:"horizon,omitempty"`
+	Basis         string      `json:"basis"`
+	Supersedes    string      `json:"supersedes,omitempty"`
+}
+
+// Fact is an observation reported by an agent. Source is always set by the
+// watcher to the authenticated reporter.
+type Fact struct {
+	FactKey    string   `json:"factKey"`
+	ObservedAt string   `json:"observedAt"`
+	Source     string   `json:"source"`
+	Subject    *Subject `json:"subject,omitempty"`
+}
+
+// LapseKind says why an expectation lapsed.
+type LapseKind string
+
+// The lapse kinds of the extension.
+const (
+	Overdue LapseKind = "overdue"
+	Skipped LapseKind = "skipped"
+	Stalled LapseKind = "stalled"
+)
+
+// Lapse is carried in the lapse task's message metadata.
+type Lapse struct {
+	ExpectationID  string    `json:"expectationId"`
+	Kind           string    `json:"kind"`
+	Subject        Subject   `json:"subject"`
+	Expects        string    `json:"expects"`
+	Lapse          LapseKind `json:"lapse"`
+	ProjectedDueAt string    `json:"projectedDueAt"`
+	DueAt          string    `json:"dueAt"`
+	LapsedAt       string    `json:"lapsedAt"`
+	LastFactAt     string    `json:"lastFactAt,omitempty"`
+	SatisfiedAfter []string  `json:"satisfiedAfter,omitempty"`
+	Lineage        int       `json:"lineage"`
+}
+
+// State is an expectation record's state.
+type State string
+
+// Record states. Only StateOpen can change.
+const (
+	StateOpen      State = "open"
+	StateSatisfied State = "satisfied"
+	StateLapsed    State = "lapsed"
+	StateWithdrawn State = "withdrawn"
+)
+
+// Delivery tracks the outbox delivery of a lapse task.
+type Delivery struct {
+	MessageID    string `json:"messageId"`
+	Attempts     int    `json:"attempts,omitempty"`
+	LastError    string `json:"lastError,omitempty"`
+	DeadLettered bool   `json:"deadLettered,omitempty"`
+	// Suppressed is true when the agent keeps its own time and the watcher
+	// is configured not to send it lapse tasks.
+	Suppressed  bool   `json:"suppressed,omitempty"`
+	DeliveredAt string `json:"deliveredAt,omitempty"`
+}
+
+// Record is the watcher's record of one expectation: the spec's
+// ExpectationRecord plus the origin task, raise time and lineage.
+type Record struct {
+	AgentID         string      `json:"agentId"`
+	TaskID          string      `json:"taskId"`
+	ContextID       string      `json:"contextId"`
+	Skill           string      `json:"skill,omitempty"`
+	Expectation     Expectation `json:"expectation"`
+	ProjectedDueAt  string      `json:"projectedDueAt"`
+	DueAt           string      `json:"dueAt"`
+	State           State       `json:"state"`
+	PastDue         bool        `json:"pastDue,omitempty"`
+	SatisfiedAt     string      `json:"satisfiedAt,omitempty"`
+	ObservedAt      string      `json:"observedAt,omitempty"`
+	Late            bool        `json:"late,omitempty"`
+	SatisfiedBy     *Fact       `json:"satisfiedBy,omitempty"`
+	Lapse           *Lapse      `json:"lapse,omitempty"`
+	LapseTaskID     string      `json:"lapseTaskId,omitempty"`
+	WithdrawnReason string      `json:"withdrawnReason,omitempty"`
+	WithdrawnAt     string      `json:"withdrawnAt,omitempty"`
+	// HorizonChecked is set once the horizon has passed with facts on the
+	// subject, so the horizon instant is not scheduled again.
+	HorizonChecked bool      `json:"horizonChecked,omitempty"`
+	RaisedAt       string    `json:"raisedAt"`
+	Lineage        int       `json:"lineage"`
+	Delivery       *Delivery `json:"delivery,omitempty"`
+	// Version is the store version the record was read at (not serialised).
+	Version int64 `json:"-"`
+}
+
+// SubjectRecord is the watcher's per-subject memory: when a fact on it was
+// last observed (max observedAt) and last reported (watcher clock).
+type SubjectRecord struct {
+	AgentID        string  `json:"agentId"`
+	Subject        Subject `json:"subject"`
+	LastFactAt     string  `json:"lastFactAt,omitempty"`
+	LastReportedAt string  `json:"lastReportedAt,omitempty"`
+	Version        int64   `json:"-"`
+}
+
+// Kind is one ExpectationKind declared on an agent card.
+type Kind struct {
+	Kind        string   `json:"kind"`
+	SubjectType string   `json:"subjectType"`
+	Describes   string   `json:"describes"`
+	Basis       string   `json:"basis"`
+	Skills      []string `json:"skills,omitempty"`
+}
+
+// Declaration is the extension's params on an agent card.
+type Declaration struct {
+	KeepsTime  bool   `json:"keepsTime"`
+	LapseSkill string `json:"lapseSkill"`
+	Kinds      []Kind `json:"kinds"`
+}
+
+// Card is what the watcher needs from an agent's A2A card, together with the
+// card as it was submitted.
+type Card struct {
+	AgentID string
+	// Raw is the A2A agent card as submitted.
+	Raw json.RawMessage
+	// Declaration is the extension declaration read from
+	// capabilities.extensions[].
+	Declaration Declaration
+	// Skills are the ids of the card's skills.
+	Skills []string
+	// ProtocolVersion is "1.0" or "0.3"; URL the JSON-RPC endpoint.
+	ProtocolVersion string
+	URL             string
+}
+
+// InstantKind names one of an open expectation's instants.
+type InstantKind string
+
+// The instants of an open expectation.
+const (
+	InstantDue     InstantKind = "due"
+	InstantGrace   InstantKind = "grace"
+	InstantHorizon InstantKind = "horizon"
+)
+
+// Instant is one point in time at which the watcher must look at a record.
+type Instant struct {
+	AgentID       string      `json:"agentId"`
+	ExpectationID string      `json:"expectationId"`
+	Kind          InstantKind `json:"kind"`
+	At            time.Time   `json:"at"`
+}

@@ -1,0 +1,198 @@
+// Package feed turns committed changes into their asynchronous effects: it
+// schedules and cancels the instants of expectations on the clock, hands
+// lapses to the outbox for delivery, and hands other record types to their
+// own handlers (VERIFY for executions). The same Processor consumes the
+// embedded store's feed (Run) and DynamoDB Stream records.
+package feed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// Scheduler is the clock port: it arranges for each instant to reach the
+// watcher (Service.Tick) at or after its time. Scheduling an instant twice,
+// or cancelling one that is not scheduled, is not an error.
+type Scheduler interface {
+	Schedule(ctx context.Context, ins []expect.Instant) error
+	Cancel(ctx context.Context, ins []expect.Instant) error
+}
+
+// Outbox accepts lapses whose task must be delivered.
+type Outbox interface {
+	Enqueue(agentID, expectationID string)
+}
+
+// Handler handles changes of one record type.
+type Handler interface {
+	HandleChange(ctx context.Context, ch store.Change) error
+}
+
+// Processor dispatches changes. It is idempotent: processing a change twice,
+// or out of order with a later change of the same item, leaves the clock and
+// outbox as processing it once would, because every effect is keyed and
+// every consumer re-reads the record before acting.
+type Processor struct {
+	Scheduler Scheduler
+	Outbox    Outbox
+	// Handlers maps other record types to their handlers.
+	Handlers map[string]Handler
+}
+
+// Handle processes one change. An error means the change must be retried.
+func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
+	if ch.Type() == watcher.TypeExpectation {
+		return p.expectation(ctx, ch)
+	}
+	if h, ok := p.Handlers[ch.Type()]; ok {
+		return h.HandleChange(ctx, ch)
+	}
+	return nil
+}
+
+func decode(it *store.Item) (*expect.Record, error) {
+	if it == nil {
+		return nil, nil
+	}
+	return watcher.DecodeRecord(*it)
+}
+
+func instants(r *expect.Record) []expect.Instant {
+	if r == nil {
+		return nil
+	}
+	return expect.Instants(r)
+}
+
+func minus(a, b []expect.Instant) []expect.Instant {
+	var out []expect.Instant
+	for _, x := range a {
+		found := false
+		for _, y := range b {
+			if x.Kind == y.Kind && x.At.Equal(y.At) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
+	oldR, err := decode(ch.Old)
+	if err != nil {
+		return err
+	}
+	newR, err := decode(ch.New)
+	if err != nil {
+		return err
+	}
+	oldIns, newIns := instants(oldR), instants(newR)
+	if p.Scheduler != nil {
+		if add := minus(newIns, oldIns); len(add) > 0 {
+			if err := p.Scheduler.Schedule(ctx, add); err != nil {
+				return err
+			}
+		}
+		if del := minus(oldIns, newIns); len(del) > 0 {
+			if err := p.Scheduler.Cancel(ctx, del); err != nil {
+				return err
+			}
+		}
+	}
+	if newR != nil && p.Outbox != nil && watcher.PendingDelivery(newR) {
+		p.Outbox.Enqueue(newR.AgentID, newR.Expectation.ExpectationID)
+	}
+	return nil
+}
+
+// Run consumes an embedded feed until ctx ends: it reads changes in order,
+// processes each (retrying a failing change with backoff, so nothing is
+// skipped), and acknowledges them durably only after they were processed.
+// A crash therefore replays at most the unacknowledged tail, which the
+// Processor handles idempotently.
+func Run(ctx context.Context, fr store.FeedReader, p *Processor, log *slog.Logger) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		changes, err := fr.ReadFeed(ctx, 256)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("feed read failed", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		if len(changes) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-fr.FeedSignal():
+			case <-tick.C:
+			}
+			continue
+		}
+		for _, ch := range changes {
+			backoff := 50 * time.Millisecond
+			for {
+				err := p.Handle(ctx, ch)
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				log.Error("feed change failed; retrying", "seq", ch.Seq, "key", ch.Key.String(), "err", err)
+				if !sleep(ctx, backoff) {
+					return nil
+				}
+				backoff = min(backoff*2, 10*time.Second)
+			}
+		}
+		if err := fr.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("feed ack failed", "err", err)
+		}
+	}
+}
+
+// Drain processes every change currently in the feed and returns; used at
+// shutdown and in tests.
+func Drain(ctx context.Context, fr store.FeedReader, p *Processor) error {
+	for {
+		changes, err := fr.ReadFeed(ctx, 256)
+		if err != nil || len(changes) == 0 {
+			return err
+		}
+		for _, ch := range changes {
+			if err := p.Handle(ctx, ch); err != nil {
+				return err
+			}
+		}
+		if err := fr.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil {
+			return err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

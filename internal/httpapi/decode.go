@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/errs"
+)
+
+// readBody reads the whole body within the handler's limit.
+func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.Contains(ct, "json") {
+		return nil, errs.Fields("unsupported content type", []errs.FieldError{{Path: "Content-Type", Message: "must be application/json"}})
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.MaxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, errs.E(errs.TooLarge, "request body exceeds %d bytes", h.MaxBody)
+	}
+	if err != nil {
+		return nil, errs.E(errs.Invalid, "could not read the request body")
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errs.Fields("empty body", []errs.FieldError{{Path: "", Message: "a JSON body is required"}})
+	}
+	if depth := jsonDepth(b); depth > maxDepth {
+		return nil, errs.Fields("body nested too deeply", []errs.FieldError{{Path: "", Message: fmt.Sprintf("JSON nesting deeper than %d", maxDepth)}})
+	}
+	return b, nil
+}
+
+const maxDepth = 32
+
+// jsonDepth returns the maximum nesting depth of a JSON text (ignoring
+// brackets inside strings).
+func jsonDepth(b []byte) int {
+	depth, max, inStr, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{' || c == '[':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return max
+}
+
+// decodeStrict decodes b into v, rejecting unknown fields and trailing
+// data, and names the failing field.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: "", Message: "unexpected data after the JSON value"}})
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: te.Field, Message: fmt.Sprintf("must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)}})
+	case errors.As(err, &se):
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: "", Message: fmt.Sprintf("syntax error at byte %d: %s", se.Offset, se.Error())}})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: name, Message: "is not a known field"}})
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: "", Message: "the JSON body ends early"}})
+	default:
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: "", Message: err.Error()}})
+	}
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}

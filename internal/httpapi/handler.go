@@ -1,0 +1,178 @@
+// Package httpapi is the HTTP API as one net/http handler, served by the
+// local server and, through API Gateway, by the API Lambda. Handlers only
+// decode, authorise, call a service and encode; every rule lives in the
+// domain packages, and every error status is decided in problem.go.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// DefaultMaxBody bounds a request body.
+const DefaultMaxBody = 1 << 20
+
+// Handler serves the API.
+type Handler struct {
+	Watcher *watcher.Service
+	Auth    *auth.Authenticator
+	Log     *slog.Logger
+	MaxBody int64
+	// Extra registers more routes (the evaluation loop) on the same mux.
+	Extra []func(mux *http.ServeMux, h *Handler)
+
+	mux *http.ServeMux
+}
+
+// New builds the handler and its routes.
+func New(w *watcher.Service, a *auth.Authenticator, log *slog.Logger, extra ...func(*http.ServeMux, *Handler)) *Handler {
+	h := &Handler{Watcher: w, Auth: a, Log: log, MaxBody: DefaultMaxBody, Extra: extra}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.Handle("PUT /v1/agents/{agentId}", h.agent(auth.AgentsWrite, h.putCard))
+	mux.Handle("GET /v1/agents/{agentId}", h.agent(auth.Read, h.getCard))
+	mux.Handle("POST /v1/agents/{agentId}/expectations", h.agent(auth.ExpectationsWrite, h.raise))
+	mux.Handle("GET /v1/agents/{agentId}/expectations", h.agent(auth.Read, h.list))
+	mux.Handle("GET /v1/agents/{agentId}/expectations/{expectationId}", h.agent(auth.Read, h.get))
+	mux.Handle("POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", h.agent(auth.ExpectationsWrite, h.redeliver))
+	mux.Handle("POST /v1/agents/{agentId}/facts", h.agent(auth.FactsWrite, h.facts))
+	mux.Handle("POST /v1/agents/{agentId}/withdrawals", h.agent(auth.ExpectationsWrite, h.withdraw))
+	mux.Handle("POST /v1/agents/{agentId}/a2a", h.agent("", h.a2a))
+	mux.Handle("GET /v1/deadletters", h.authed(auth.Read, h.deadLetters))
+	for _, f := range extra {
+		f(mux, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, h.Log, errs.E(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	h.mux = mux
+	return h
+}
+
+// ServeHTTP serves one request; a panic in a handler is answered as an
+// internal error rather than crashing the process.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			h.Log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeError(w, r, h.Log, errs.E(errs.Internal, "internal error"))
+		}
+	}()
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: 200}
+	h.mux.ServeHTTP(sw, r)
+	if h.Log.Enabled(r.Context(), slog.LevelDebug) {
+		h.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+type principalKey struct{}
+
+// PrincipalOf returns the authenticated principal of a request.
+func PrincipalOf(ctx context.Context) *auth.Principal {
+	p, _ := ctx.Value(principalKey{}).(*auth.Principal)
+	return p
+}
+
+// Require checks that the request's principal holds scope (and, when
+// agentID is not empty, may act for it).
+func Require(ctx context.Context, scope auth.Scope, agentID string) error {
+	p := PrincipalOf(ctx)
+	if p == nil {
+		return errs.E(errs.Unauthorized, "a bearer token is required")
+	}
+	if scope != "" && !p.Can(scope) {
+		return errs.E(errs.Forbidden, "token lacks the %s scope", scope)
+	}
+	if agentID != "" && !p.ActsFor(agentID) {
+		return errs.E(errs.Forbidden, "token may not act for agent %q", agentID)
+	}
+	return nil
+}
+
+// authed wraps fn with authentication and a scope check.
+func (h *Handler) authed(scope auth.Scope, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := h.Auth.Authenticate(r.Header.Get("Authorization"))
+		if !ok {
+			writeError(w, r, h.Log, errs.E(errs.Unauthorized, "a valid bearer token is required"))
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		r = r.WithContext(ctx)
+		if scope != "" {
+			if err := Require(ctx, scope, ""); err != nil {
+				writeError(w, r, h.Log, err)
+				return
+			}
+		}
+		if err := fn(w, r); err != nil {
+			writeError(w, r, h.Log, err)
+		}
+	})
+}
+
+// agent is authed plus a check that the principal may act for the path's
+// agent.
+func (h *Handler) agent(scope auth.Scope, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return h.authed(scope, func(w http.ResponseWriter, r *http.Request) error {
+		agentID := r.PathValue("agentId")
+		if msg := expect.ValidID(agentID); msg != "" {
+			return errs.Fields("invalid agent id", []errs.FieldError{{Path: "agentId", Message: msg}})
+		}
+		if err := Require(r.Context(), "", agentID); err != nil {
+			return err
+		}
+		return fn(w, r)
+	})
+}
+
+// Decode reads and strictly decodes a JSON body into v.
+func (h *Handler) Decode(r *http.Request, v any) error {
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, v)
+}
+
+// Body reads a JSON body within the size and depth limits.
+func (h *Handler) Body(r *http.Request) ([]byte, error) { return h.readBody(r) }
+
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
+// Authed exposes authentication for extra routes.
+func (h *Handler) Authed(scope auth.Scope, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return h.authed(scope, fn)
+}
+
+func queryInt(r *http.Request, name string) (int, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, errs.Fields("invalid query", []errs.FieldError{{Path: name, Message: "must be an integer"}})
+	}
+	return n, nil
+}

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/errs"
+)
+
+// statusOf maps error codes to HTTP statuses: the only place that does.
+func statusOf(code errs.Code) int {
+	switch code {
+	case errs.Invalid:
+		return http.StatusBadRequest
+	case errs.Unauthorized:
+		return http.StatusUnauthorized
+	case errs.Forbidden:
+		return http.StatusForbidden
+	case errs.NotFound:
+		return http.StatusNotFound
+	case errs.Conflict:
+		return http.StatusConflict
+	case errs.TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case errs.Unavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail,omitempty"`
+	Errors []errs.FieldError `json:"errors,omitempty"`
+}
+
+// writeError answers err as application/problem+json. Internal errors are
+// logged with the request and answered without their details.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	code := errs.CodeOf(err)
+	status := statusOf(code)
+	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status}
+	var e *errs.Error
+	if errors.As(err, &e) && code != errs.Internal {
+		p.Detail = e.Message
+		p.Errors = e.Fields
+		p.Type = "https://clockwork.dev/problems/" + strings.ReplaceAll(string(code), "_", "-")
+	} else {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		p.Detail = "internal error; it has been logged"
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="clockwork"`)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

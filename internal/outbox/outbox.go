@@ -1,0 +1,249 @@
+// Package outbox delivers lapse tasks. A lapse is committed first (the
+// record is the outbox entry, indexed while undelivered); delivery happens
+// after, at least once, with bounded retries and backoff, and every attempt
+// of one lapse carries the same messageId, so the agent can tell a retry
+// from a new lapse. After the last attempt the record is dead-lettered,
+// where an operator can list and replay it.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/a2aout"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// Sender sends one lapse task and returns the task id the agent created.
+type Sender interface {
+	Send(ctx context.Context, card expect.Card, m a2aout.Message) (string, error)
+}
+
+// Options tune delivery.
+type Options struct {
+	// MaxAttempts before a lapse is dead-lettered (default 8).
+	MaxAttempts int
+	// BaseBackoff doubles per attempt up to MaxBackoff (defaults 200ms, 1m).
+	BaseBackoff, MaxBackoff time.Duration
+	// SendToTimekeepers sends lapse tasks even to agents whose card says
+	// keepsTime: true (default false: their lapses are recorded only).
+	SendToTimekeepers bool
+	// Workers delivering concurrently (default 8).
+	Workers int
+	// AttemptTimeout bounds one send (default 10s).
+	AttemptTimeout time.Duration
+}
+
+type job struct{ agent, id string }
+
+// Outbox is the delivery worker pool.
+type Outbox struct {
+	svc    *watcher.Service
+	sender Sender
+	opt    Options
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	pending map[job]bool
+	queue   chan job
+	ctx     context.Context
+}
+
+// New returns an outbox; call Run to start it.
+func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Outbox {
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 8
+	}
+	if opt.BaseBackoff <= 0 {
+		opt.BaseBackoff = 200 * time.Millisecond
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = time.Minute
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = 8
+	}
+	if opt.AttemptTimeout <= 0 {
+		opt.AttemptTimeout = 10 * time.Second
+	}
+	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]bool{}, queue: make(chan job, 65536)}
+}
+
+// Enqueue asks for the lapse task of one record to be delivered. Enqueuing
+// a record already queued, delivered or not lapsed is harmless.
+func (o *Outbox) Enqueue(agentID, expectationID string) {
+	j := job{agentID, expectationID}
+	o.mu.Lock()
+	if o.pending[j] {
+		o.mu.Unlock()
+		return
+	}
+	o.pending[j] = true
+	o.mu.Unlock()
+	select {
+	case o.queue <- j:
+	default:
+		// Queue full: the record stays in the outbox index and is picked up
+		// by the next Recover.
+		o.mu.Lock()
+		delete(o.pending, j)
+		o.mu.Unlock()
+	}
+}
+
+// Recover enqueues every lapse whose task is still undelivered (after a
+// restart, or to sweep what a full queue dropped).
+func (o *Outbox) Recover(ctx context.Context) error {
+	return o.svc.ForEachIndexed(ctx, watcher.OutboxPK, func(r *expect.Record) error {
+		o.Enqueue(r.AgentID, r.Expectation.ExpectationID)
+		return nil
+	})
+}
+
+// Run delivers until ctx ends, then waits for attempts in flight.
+func (o *Outbox) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := 0; i < o.opt.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case j := <-o.queue:
+					o.mu.Lock()
+					delete(o.pending, j)
+					o.mu.Unlock()
+					retry, again := o.Attempt(ctx, j.agent, j.id)
+					if again && ctx.Err() == nil {
+						time.AfterFunc(retry, func() {
+							if ctx.Err() == nil {
+								o.Enqueue(j.agent, j.id)
+							}
+						})
+					}
+				}
+			}
+		}()
+	}
+	sweep := time.NewTicker(30 * time.Second)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-sweep.C:
+			if err := o.Recover(ctx); err != nil && ctx.Err() == nil {
+				o.log.Error("outbox sweep failed", "err", err)
+			}
+		}
+	}
+}
+
+func (o *Outbox) backoff(attempts int) time.Duration {
+	d := o.opt.BaseBackoff
+	for i := 1; i < attempts && d < o.opt.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, o.opt.MaxBackoff)
+}
+
+// Attempt makes one delivery attempt for a record and reports whether (and
+// after how long) to try again.
+func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration, bool) {
+	rec, err := o.svc.Get(ctx, agentID, id)
+	if err != nil || !watcher.PendingDelivery(rec) {
+		return 0, false
+	}
+	card, err := o.svc.Card(ctx, agentID)
+	if err != nil {
+		return o.fail(ctx, rec, fmt.Errorf("agent card unavailable: %w", err), false)
+	}
+	if card.Declaration.KeepsTime && !o.opt.SendToTimekeepers {
+		_, err := o.svc.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
+			if !watcher.PendingDelivery(r) {
+				return r, false, nil
+			}
+			r.Delivery.Suppressed = true
+			return r, true, nil
+		})
+		if err != nil {
+			return o.backoff(1), true
+		}
+		return 0, false
+	}
+	msg := a2aout.Message{
+		MessageID:       rec.Delivery.MessageID,
+		ContextID:       rec.ContextID,
+		ReferenceTaskID: rec.TaskID,
+		Skill:           card.Declaration.LapseSkill,
+		Lapse:           *rec.Lapse,
+		Text: fmt.Sprintf("Expectation %s (%s) on %s %s lapsed: %s. It expected: %s",
+			rec.Expectation.ExpectationID, rec.Expectation.Kind, rec.Expectation.Subject.Type,
+			rec.Expectation.Subject.ID, rec.Lapse.Lapse, rec.Expectation.Expects),
+	}
+	actx, cancel := context.WithTimeout(ctx, o.opt.AttemptTimeout)
+	taskID, sendErr := o.sender.Send(actx, card, msg)
+	cancel()
+	if sendErr != nil {
+		return o.fail(ctx, rec, sendErr, a2aout.Permanent(sendErr))
+	}
+	now := expect.FormatTime(o.svc.Now())
+	_, err = o.svc.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
+		if r.Delivery == nil || r.Delivery.DeliveredAt != "" {
+			return r, false, nil
+		}
+		r.LapseTaskID = taskID
+		r.Delivery.Attempts++
+		r.Delivery.DeliveredAt = now
+		r.Delivery.LastError = ""
+		r.Delivery.DeadLettered = false
+		return r, true, nil
+	})
+	if err != nil {
+		// Delivered but not recorded: the retry re-sends the same messageId.
+		o.log.Error("lapse delivered but not recorded", "agent", agentID, "expectation", id, "err", err)
+		return o.backoff(1), true
+	}
+	o.log.Info("lapse delivered", "agent", agentID, "expectation", id, "lapse", rec.Lapse.Lapse, "messageId", msg.MessageID, "lapseTaskId", taskID)
+	return 0, false
+}
+
+func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, permanent bool) (time.Duration, bool) {
+	var attempts int
+	var dead bool
+	_, err := o.svc.UpdateRecord(ctx, rec.AgentID, rec.Expectation.ExpectationID, func(r *expect.Record) (*expect.Record, bool, error) {
+		if !watcher.PendingDelivery(r) {
+			return r, false, nil
+		}
+		r.Delivery.Attempts++
+		r.Delivery.LastError = truncate(cause.Error(), 512)
+		if permanent || r.Delivery.Attempts >= o.opt.MaxAttempts {
+			r.Delivery.DeadLettered = true
+		}
+		attempts, dead = r.Delivery.Attempts, r.Delivery.DeadLettered
+		return r, true, nil
+	})
+	if err != nil {
+		return o.backoff(1), true
+	}
+	if dead {
+		o.log.Warn("lapse dead-lettered", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)
+		return 0, false
+	}
+	o.log.Info("lapse delivery failed; will retry", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)
+	return o.backoff(attempts), true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

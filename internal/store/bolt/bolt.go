@@ -1,0 +1,904 @@
+// Package bolt is the embedded adapter of the persistence port: a
+// store.Store and store.FeedReader kept in one bbolt file.
+//
+// Layout. The file holds these buckets:
+//
+//   - "items": table key -> encoded item;
+//   - "index:" + name for every name in store.Indexes: index entry key ->
+//     table key, one entry per item that carries a key for that index (the
+//     indexes are sparse);
+//   - "feed": 8-byte big-endian sequence -> encoded change.
+//
+// Keys are encoded so that byte order is query order. A string component
+// that is followed by another component is escaped (0x00 becomes 0x00 0xFF)
+// and terminated by 0x00 0x01; this keeps the encoding unambiguous for keys
+// holding any bytes and preserves the order of the strings. The last
+// component is stored raw. So a table key is esc(PK) SK and an index entry
+// key is esc(indexPK) esc(indexSK) esc(PK) SK: entries sort by index sort key
+// and, among equal index sort keys, by table key, which gives pagination a
+// total order.
+//
+// Commits go through bbolt's DB.Batch, so concurrent committers share one
+// write transaction and one fsync (group commit). Every condition of a commit
+// is checked before any of its writes is made, and the commit's changes are
+// appended to the feed in the same transaction.
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentclock/clockwork/internal/store"
+	"go.etcd.io/bbolt"
+)
+
+// Limits of the adapter. They mirror DynamoDB's so that data accepted here is
+// also accepted by the DynamoDB adapter.
+const (
+	// MaxPKBytes bounds the length of a partition key (table or index).
+	MaxPKBytes = 2048
+	// MaxSKBytes bounds the length of a sort key (table or index).
+	MaxSKBytes = 1024
+	// MaxItemBytes bounds the size of one item: its keys, type, index keys
+	// and data.
+	MaxItemBytes = 400 * 1024
+	// DefaultLimit is the page size of a Query without a Limit.
+	DefaultLimit = 100
+	// MaxLimit caps the page size of a Query; larger limits are lowered to it.
+	MaxLimit = 1000
+	// DefaultMaxBatchDelay is the group-commit window used when
+	// Options.MaxBatchDelay is zero.
+	DefaultMaxBatchDelay = time.Millisecond
+)
+
+// ErrClosed is returned (wrapped) by every operation on a closed Store.
+var ErrClosed = errors.New("bolt: store closed")
+
+// ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded; it
+// indicates a damaged file or a bug, never bad input.
+var ErrCorrupt = errors.New("bolt: corrupt data")
+
+var (
+	bucketItems = []byte("items")
+	bucketFeed  = []byte("feed")
+	// indexNames are the indexes the adapter maintains: store.Indexes as
+	// it was at start-up. A slot is a position in it.
+	indexNames = slices.Clone(store.Indexes)
+	// bucketIndex holds the bucket name of each index slot.
+	bucketIndex = func() [][]byte {
+		out := make([][]byte, len(indexNames))
+		for i, name := range indexNames {
+			out[i] = []byte("index:" + string(name))
+		}
+		return out
+	}()
+)
+
+// indexSlot returns the slot of name, or -1 for an unknown index.
+func indexSlot(name store.IndexName) int { return slices.Index(indexNames, name) }
+
+// Options configures Open. The zero value is durable and suitable for
+// production.
+type Options struct {
+	// NoSync skips the fsync after each commit. A crash may then lose or
+	// corrupt recent commits: use it for benchmarks and bulk loads only.
+	NoSync bool
+	// Timeout bounds the wait for the file lock held by another process;
+	// zero waits indefinitely.
+	Timeout time.Duration
+	// MaxBatchDelay is how long a commit waits for others to share its
+	// transaction and fsync; zero means DefaultMaxBatchDelay. Larger values
+	// raise throughput under many concurrent committers and add latency to
+	// a lone committer.
+	MaxBatchDelay time.Duration
+}
+
+// Store is the bbolt adapter. It implements store.Store and
+// store.FeedReader, and is safe for concurrent use.
+type Store struct {
+	db     *bbolt.DB
+	signal chan struct{}
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.FeedReader = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the store in the file at path. It returns
+// an error when the file cannot be opened or locked within opts.Timeout
+// (the file is locked by one process at a time) or is not a valid store.
+func Open(path string, opts Options) (*Store, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
+		Timeout:        opts.Timeout,
+		NoSync:         opts.NoSync,
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	db.MaxBatchDelay = DefaultMaxBatchDelay
+	if opts.MaxBatchDelay > 0 {
+		db.MaxBatchDelay = opts.MaxBatchDelay
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		names := append([][]byte{bucketItems, bucketFeed}, bucketIndex...)
+		for _, name := range names {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	return &Store{db: db, signal: make(chan struct{}, 1)}, nil
+}
+
+// Close releases the file. It waits for running reads to finish; commits
+// still waiting for their batch fail with an error. Closing again is a no-op
+// that returns the first Close's result. After Close every operation returns
+// an error wrapping ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("bolt: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// begin checks that the store is open and ctx is live.
+func (s *Store) begin(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// dbErr wraps an error of bbolt, mapping the closed-database error to
+// ErrClosed.
+func dbErr(op string, err error) error {
+	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("bolt: %s: %w", op, ErrClosed)
+	}
+	return fmt.Errorf("bolt: %s: %w", op, err)
+}
+
+// Get returns the item under key. It returns an error wrapping
+// store.ErrNotFound when there is none, store.ErrInvalid for a malformed key,
+// ErrClosed after Close, ctx.Err() when ctx is done, and a wrapped bbolt or
+// ErrCorrupt error when the file cannot be read.
+func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
+	if err := s.begin(ctx); err != nil {
+		return store.Item{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return store.Item{}, err
+	}
+	tk := tableKey(nil, key)
+	var it store.Item
+	found := false
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		raw := tx.Bucket(bucketItems).Get(tk)
+		if raw == nil {
+			return nil
+		}
+		found = true
+		var err error
+		it, err = decodeItem(raw)
+		return err
+	})
+	if err != nil {
+		return store.Item{}, dbErr("get", err)
+	}
+	if !found {
+		return store.Item{}, fmt.Errorf("bolt: get %s: %w", key, store.ErrNotFound)
+	}
+	return it, nil
+}
+
+// Query returns one page of the items of partition q.PK in the table or in
+// index q.Index, in sort-key order (index entries with equal index sort keys
+// are ordered by table key). A zero Limit means DefaultLimit and a Limit
+// above MaxLimit is lowered to it. Next is set only when more items follow.
+// It returns an error wrapping store.ErrInvalid for an empty or oversized
+// PK, an unknown index, a negative Limit, or a malformed After token (one not
+// issued for this partition); ErrClosed after Close; ctx.Err() when ctx is
+// done; and a wrapped bbolt or ErrCorrupt error when the file cannot be read.
+func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if err := s.begin(ctx); err != nil {
+		return store.Page{}, err
+	}
+	slot := -1
+	if q.Index != "" {
+		if slot = indexSlot(q.Index); slot < 0 {
+			return store.Page{}, invalidf("unknown index %q", q.Index)
+		}
+	}
+	if q.PK == "" || len(q.PK) > MaxPKBytes {
+		return store.Page{}, invalidf("query partition key must have 1 to %d bytes", MaxPKBytes)
+	}
+	if len(q.SKPrefix) > MaxSKBytes || len(q.SKUpTo) > MaxSKBytes {
+		return store.Page{}, invalidf("query sort key bounds must have at most %d bytes", MaxSKBytes)
+	}
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return store.Page{}, invalidf("negative query limit %d", limit)
+	case limit == 0:
+		limit = DefaultLimit
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+
+	// The page is the key range [lo, hi).
+	base := appendEscaped(nil, q.PK)
+	var lo, hi []byte
+	if slot < 0 {
+		lo = append(clip(base), q.SKPrefix...)
+	} else {
+		lo = appendEscapedBody(clip(base), q.SKPrefix)
+	}
+	hi = successor(lo)
+	if q.SKUpTo != "" {
+		var up []byte
+		if slot < 0 {
+			// Keys with SK <= SKUpTo are the keys <= base+SKUpTo.
+			up = append(append(clip(base), q.SKUpTo...), 0x00)
+		} else {
+			// Entries with index SK <= SKUpTo begin with at most
+			// esc(SKUpTo) 0x00 0x01; esc(SKUpTo) 0x00 0x02 follows them all.
+			up = append(appendEscapedBody(clip(base), q.SKUpTo), 0x00, 0x02)
+		}
+		if bytes.Compare(up, hi) < 0 {
+			hi = up
+		}
+	}
+	if q.After != "" {
+		after, err := base64.RawURLEncoding.DecodeString(q.After)
+		if err != nil || len(after) <= len(base) || !bytes.HasPrefix(after, base) {
+			return store.Page{}, invalidf("malformed After token")
+		}
+		if q.Descending {
+			if bytes.Compare(after, hi) < 0 {
+				hi = after
+			}
+		} else if next := append(after, 0x00); bytes.Compare(next, lo) > 0 {
+			lo = next
+		}
+	}
+
+	var page store.Page
+	if bytes.Compare(lo, hi) >= 0 {
+		return page, nil
+	}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		items := tx.Bucket(bucketItems)
+		b := items
+		if slot >= 0 {
+			b = tx.Bucket(bucketIndex[slot])
+		}
+		c := b.Cursor()
+		var k, v []byte
+		var inRange func() bool
+		var step func() ([]byte, []byte)
+		if q.Descending {
+			if k, v = c.Seek(hi); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+			inRange = func() bool { return k != nil && bytes.Compare(k, lo) >= 0 }
+			step = c.Prev
+		} else {
+			k, v = c.Seek(lo)
+			inRange = func() bool { return k != nil && bytes.Compare(k, hi) < 0 }
+			step = c.Next
+		}
+		var last []byte
+		for ; inRange(); k, v = step() {
+			if len(page.Items) == limit {
+				page.Next = base64.RawURLEncoding.EncodeToString(last)
+				break
+			}
+			raw := v
+			if slot >= 0 {
+				if raw = items.Get(v); raw == nil {
+					return fmt.Errorf("%w: index %s entry without item", ErrCorrupt, indexNames[slot])
+				}
+			}
+			it, err := decodeItem(raw)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, it)
+			last = k
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Page{}, dbErr("query", err)
+	}
+	return page, nil
+}
+
+// Commit applies writes atomically in one bbolt transaction shared with
+// concurrent commits, fsynced unless Options.NoSync. Versions are assigned
+// here (1 on create, +1 per put). A delete of an absent item (allowed when
+// its condition holds) changes nothing and adds no change to the feed. An
+// empty commit is a no-op.
+//
+// It returns a *store.ConflictError (matching store.ErrConflict) naming the
+// first write whose condition fails; an error wrapping store.ErrInvalid when
+// there are more than store.MaxCommitWrites writes, two writes of one key, a
+// write with neither or both of Put and Delete, an unknown condition kind or
+// index, a key outside the size limits (PK 1..MaxPKBytes, SK 1..MaxSKBytes,
+// for table and index keys alike), an item over MaxItemBytes, or a type or
+// index name that is not valid UTF-8; ErrClosed after Close; ctx.Err() when ctx is
+// done before the commit starts; and a wrapped bbolt error when the file
+// cannot be written. On any error nothing is written.
+func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	ops, err := prepare(writes)
+	if err != nil {
+		return err
+	}
+	var appended int
+	err = s.db.Batch(func(tx *bbolt.Tx) error {
+		// Batch may run this more than once, each time in a fresh
+		// transaction; everything it sets is reset first.
+		appended = 0
+		n, err := apply(tx, ops, true)
+		if err != nil {
+			return err
+		}
+		appended = n
+		return nil
+	})
+	if err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) || errors.Is(err, store.ErrInvalid) {
+			return err
+		}
+		return dbErr("commit", err)
+	}
+	if appended > 0 {
+		select {
+		case s.signal <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// op is one validated write, with its keys encoded.
+type op struct {
+	idx  int
+	key  store.Key
+	tk   []byte // table key
+	cond store.Cond
+	put  *store.Item // a private copy; nil for a delete
+	// ik holds the item's index entry key in each slot; nil where the
+	// item is absent from the index.
+	ik [][]byte
+}
+
+// prepare validates writes and encodes their keys, outside the transaction.
+func prepare(writes []store.Write) ([]op, error) {
+	if len(writes) > store.MaxCommitWrites {
+		return nil, store.ErrTooManyWrites
+	}
+	ops := make([]op, len(writes))
+	seen := make(map[store.Key]struct{}, len(writes))
+	for i, w := range writes {
+		if (w.Put == nil) == (w.Delete == nil) {
+			return nil, invalidf("write %d: exactly one of Put and Delete must be set", i)
+		}
+		switch w.Cond.Kind {
+		case store.Unconditional, store.IfAbsent, store.IfVersion:
+		default:
+			return nil, invalidf("write %d: unknown condition kind %d", i, w.Cond.Kind)
+		}
+		key := w.Key()
+		if err := checkKey(key); err != nil {
+			return nil, fmt.Errorf("write %d: %w", i, err)
+		}
+		if _, dup := seen[key]; dup {
+			return nil, invalidf("write %d: key %s written twice in one commit", i, key)
+		}
+		seen[key] = struct{}{}
+		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, ik: make([][]byte, len(indexNames))}
+		if w.Put != nil {
+			it := *w.Put
+			it.Data = bytes.Clone(it.Data)
+			it.Index = nil
+			if !utf8.ValidString(it.Type) || len(it.Type) > MaxSKBytes {
+				return nil, invalidf("write %d: type is not valid UTF-8", i)
+			}
+			size := len(key.PK) + len(key.SK) + len(it.Type) + len(it.Data)
+			for name, ixk := range w.Put.Index {
+				slot := indexSlot(name)
+				if slot < 0 {
+					return nil, invalidf("write %d: unknown index %q", i, name)
+				}
+				if ixk.IsZero() {
+					continue
+				}
+				if err := checkKey(store.Key(ixk)); err != nil {
+					return nil, fmt.Errorf("write %d: index %s: %w", i, name, err)
+				}
+				if it.Index == nil {
+					it.Index = make(map[store.IndexName]store.IndexKey, len(w.Put.Index))
+				}
+				it.Index[name] = ixk
+				o.ik[slot] = indexKey(nil, ixk, key)
+				size += len(ixk.PK) + len(ixk.SK)
+			}
+			if size > MaxItemBytes {
+				return nil, invalidf("write %d: item of %d bytes exceeds %d", i, size, MaxItemBytes)
+			}
+			o.put = &it
+		}
+		ops[i] = o
+	}
+	return ops, nil
+}
+
+// apply checks every condition of ops against tx, then makes the writes and,
+// when withFeed, appends one change per applied write to the feed. It returns
+// the number of changes, or a *store.ConflictError before writing anything.
+// It is idempotent given the same starting state: it keeps no state of its
+// own and does not modify ops.
+func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
+	items := tx.Bucket(bucketItems)
+	index := make([]*bbolt.Bucket, len(bucketIndex))
+	for i := range index {
+		index[i] = tx.Bucket(bucketIndex[i])
+	}
+	olds := make([][]byte, len(ops))
+	oldHeads := make([]head, len(ops))
+	for i, o := range ops {
+		raw := items.Get(o.tk)
+		if raw != nil {
+			raw = bytes.Clone(raw)
+			h, err := decodeHead(raw)
+			if err != nil {
+				return 0, err
+			}
+			olds[i], oldHeads[i] = raw, h
+		}
+		switch o.cond.Kind {
+		case store.IfAbsent:
+			if raw != nil {
+				return 0, &store.ConflictError{Index: o.idx, Key: o.key}
+			}
+		case store.IfVersion:
+			if raw == nil || oldHeads[i].version != o.cond.Version {
+				return 0, &store.ConflictError{Index: o.idx, Key: o.key}
+			}
+		}
+	}
+	var feed *bbolt.Bucket
+	if withFeed {
+		feed = tx.Bucket(bucketFeed)
+		feed.FillPercent = 1 // append-only: pack pages full
+	}
+	changes := 0
+	for i, o := range ops {
+		old := olds[i]
+		if o.put == nil && old == nil {
+			continue // deleting an absent item changes nothing
+		}
+		oldIK := make([][]byte, len(index))
+		if old != nil {
+			for _, e := range oldHeads[i].index {
+				if slot := indexSlot(e.name); slot >= 0 && !e.key.IsZero() {
+					oldIK[slot] = indexKey(nil, e.key, o.key)
+				}
+			}
+		}
+		var newRaw []byte
+		if o.put != nil {
+			version := int64(1)
+			if old != nil {
+				version = oldHeads[i].version + 1
+			}
+			newRaw = encodeItem(o.put, version)
+			if err := items.Put(o.tk, newRaw); err != nil {
+				return 0, err
+			}
+		} else if err := items.Delete(o.tk); err != nil {
+			return 0, err
+		}
+		for slot := range index {
+			oldK, newK := oldIK[slot], o.ik[slot]
+			if bytes.Equal(oldK, newK) {
+				continue
+			}
+			if oldK != nil {
+				if err := index[slot].Delete(oldK); err != nil {
+					return 0, err
+				}
+			}
+			if newK != nil {
+				if err := index[slot].Put(newK, o.tk); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if feed != nil {
+			seq, err := feed.NextSequence()
+			if err != nil {
+				return 0, err
+			}
+			if err := feed.Put(binary.BigEndian.AppendUint64(nil, seq), encodeChange(old, newRaw)); err != nil {
+				return 0, err
+			}
+		}
+		changes++
+	}
+	return changes, nil
+}
+
+// FeedSignal returns a channel with a buffer of one that receives, without
+// blocking the committer, after every commit that appended changes. Signals
+// coalesce; the channel is never closed.
+func (s *Store) FeedSignal() <-chan struct{} { return s.signal }
+
+// ReadFeed returns up to limit unacknowledged changes, oldest first, without
+// waiting. Seq is the change's sequence number as a zero-padded 20-digit
+// decimal string, so string order is sequence order. It returns an error
+// wrapping store.ErrInvalid when limit is not positive, ErrClosed after
+// Close, ctx.Err() when ctx is done, and a wrapped bbolt or ErrCorrupt error
+// when the file cannot be read.
+func (s *Store) ReadFeed(ctx context.Context, limit int) ([]store.Change, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, invalidf("feed read limit must be positive, got %d", limit)
+	}
+	var out []store.Change
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketFeed).Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: feed key of %d bytes", ErrCorrupt, len(k))
+			}
+			ch, err := decodeChange(v)
+			if err != nil {
+				return err
+			}
+			ch.Seq = formatSeq(binary.BigEndian.Uint64(k))
+			out = append(out, ch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, dbErr("read feed", err)
+	}
+	return out, nil
+}
+
+// AckFeed durably removes every change with Seq <= upTo; positions already
+// acknowledged, or beyond the last change, are accepted. It returns an error
+// wrapping store.ErrInvalid when upTo is not a decimal sequence number,
+// ErrClosed after Close, ctx.Err() when ctx is done, and a wrapped bbolt
+// error when the file cannot be written.
+func (s *Store) AckFeed(ctx context.Context, upTo string) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	seq, err := parseSeq(upTo)
+	if err != nil {
+		return err
+	}
+	limit := binary.BigEndian.AppendUint64(nil, seq)
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketFeed).Cursor()
+		// Re-seek after each delete: a bbolt cursor may skip the entry
+		// following a deleted one.
+		for k, _ := c.First(); k != nil && bytes.Compare(k, limit) <= 0; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return dbErr("ack feed", err)
+	}
+	return nil
+}
+
+func formatSeq(seq uint64) string { return fmt.Sprintf("%020d", seq) }
+
+func parseSeq(s string) (uint64, error) {
+	if s == "" || len(s) > 20 {
+		return 0, invalidf("malformed feed sequence %q", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, invalidf("malformed feed sequence %q", s)
+		}
+	}
+	seq, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, invalidf("malformed feed sequence %q", s)
+	}
+	return seq, nil
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("bolt: %s: %w", fmt.Sprintf(format, args...), store.ErrInvalid)
+}
+
+// checkKey validates a table or index key against the size limits.
+func checkKey(k store.Key) error {
+	if k.PK == "" || len(k.PK) > MaxPKBytes {
+		return invalidf("partition key must have 1 to %d bytes", MaxPKBytes)
+	}
+	if k.SK == "" || len(k.SK) > MaxSKBytes {
+		return invalidf("sort key must have 1 to %d bytes", MaxSKBytes)
+	}
+	return nil
+}
+
+// ---- key encoding ----
+
+// appendEscapedBody appends s with every 0x00 written as 0x00 0xFF. The
+// escaping maps byte order onto byte order and never produces 0x00 0x01.
+func appendEscapedBody(dst []byte, s string) []byte {
+	for {
+		i := strings.IndexByte(s, 0)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, 0x00, 0xFF)
+		s = s[i+1:]
+	}
+}
+
+// appendEscaped appends s escaped and terminated by 0x00 0x01, which sorts
+// below any continuation, so shorter strings sort first as in string order.
+func appendEscaped(dst []byte, s string) []byte {
+	return append(appendEscapedBody(dst, s), 0x00, 0x01)
+}
+
+// tableKey encodes a table key: esc(PK) SK.
+func tableKey(dst []byte, k store.Key) []byte {
+	return append(appendEscaped(dst, k.PK), k.SK...)
+}
+
+// indexKey encodes an index entry key: esc(indexPK) esc(indexSK) esc(PK) SK.
+func indexKey(dst []byte, ixk store.IndexKey, k store.Key) []byte {
+	dst = appendEscaped(dst, ixk.PK)
+	dst = appendEscaped(dst, ixk.SK)
+	return tableKey(dst, k)
+}
+
+// successor returns the smallest key greater than every key beginning with
+// p, or nil when there is none (p is all 0xFF).
+func successor(p []byte) []byte {
+	s := bytes.Clone(p)
+	for len(s) > 0 && s[len(s)-1] == 0xFF {
+		s = s[:len(s)-1]
+	}
+	if len(s) == 0 {
+		return nil
+	}
+	s[len(s)-1]++
+	return s
+}
+
+// clip returns b with its capacity cut to its length, so appends copy.
+func clip(b []byte) []byte { return b[:len(b):len(b)] }
+
+// ---- value encoding ----
+//
+// item:   0x01 uvarint(version) str(type) str(pk) str(sk) uvarint(n)
+//         n × (str(index name) str(indexPK) str(indexSK)) data...
+// change: 0x01 byte(flags: 1 old, 2 new) [uvarint(len(old)) old] [new]
+// where str(s) is uvarint(len(s)) s.
+
+const formatV1 = 0x01
+
+func appendStr(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+func encodeItem(it *store.Item, version int64) []byte {
+	n := 1 + 10 + 3*5 + len(it.Type) + len(it.PK) + len(it.SK) + 1 + len(it.Data)
+	for name, k := range it.Index {
+		n += 3*5 + len(name) + len(k.PK) + len(k.SK)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, formatV1)
+	b = binary.AppendUvarint(b, uint64(version))
+	b = appendStr(b, it.Type)
+	b = appendStr(b, it.PK)
+	b = appendStr(b, it.SK)
+	b = binary.AppendUvarint(b, uint64(len(it.Index)))
+	for _, name := range indexNames { // a fixed order
+		if k, ok := it.Index[name]; ok {
+			b = appendStr(b, string(name))
+			b = appendStr(b, k.PK)
+			b = appendStr(b, k.SK)
+		}
+	}
+	return append(b, it.Data...)
+}
+
+// head is the part of an encoded item that a commit needs.
+type head struct {
+	version int64
+	index   []indexEntry
+}
+
+type indexEntry struct {
+	name store.IndexName
+	key  store.IndexKey
+}
+
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) byte1() byte {
+	if len(d.b) < 1 {
+		d.err = true
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// decodeItemParts decodes raw into it (when non-nil) and h.
+func decodeItemParts(raw []byte, it *store.Item, h *head) error {
+	d := decoder{b: raw}
+	if d.byte1() != formatV1 {
+		return fmt.Errorf("%w: unknown item format", ErrCorrupt)
+	}
+	h.version = int64(d.uvarint())
+	typ, pk, sk := d.str(), d.str(), d.str()
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		return fmt.Errorf("%w: truncated item", ErrCorrupt)
+	}
+	h.index = make([]indexEntry, 0, n)
+	for range n {
+		e := indexEntry{name: store.IndexName(d.str()), key: store.IndexKey{PK: d.str(), SK: d.str()}}
+		if d.err {
+			return fmt.Errorf("%w: truncated item", ErrCorrupt)
+		}
+		h.index = append(h.index, e)
+	}
+	if d.err {
+		return fmt.Errorf("%w: truncated item", ErrCorrupt)
+	}
+	if it != nil {
+		*it = store.Item{Key: store.Key{PK: pk, SK: sk}, Type: typ, Version: h.version}
+		if n > 0 {
+			it.Index = make(map[store.IndexName]store.IndexKey, n)
+			for _, e := range h.index {
+				it.Index[e.name] = e.key
+			}
+		}
+		if len(d.b) > 0 {
+			it.Data = bytes.Clone(d.b)
+		}
+	}
+	return nil
+}
+
+func decodeHead(raw []byte) (head, error) {
+	var h head
+	err := decodeItemParts(raw, nil, &h)
+	return h, err
+}
+
+// decodeItem decodes raw into an Item that owns its memory.
+func decodeItem(raw []byte) (store.Item, error) {
+	var it store.Item
+	var h head
+	err := decodeItemParts(raw, &it, &h)
+	return it, err
+}
+
+func encodeChange(old, new []byte) []byte {
+	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(old)+len(new))
+	b = append(b, formatV1)
+	var flags byte
+	if old != nil {
+		flags |= 1
+	}
+	if new != nil {
+		flags |= 2
+	}
+	b = append(b, flags)
+	if old != nil {
+		b = binary.AppendUvarint(b, uint64(len(old)))
+		b = append(b, old...)
+	}
+	return append(b, new...)
+}
+
+func decodeChange(raw []byte) (store.Change, error) {
+	d := decoder{b: raw}
+	format, flags := d.byte1(), d.byte1()
+	if d.err || format != formatV1 || flags == 0 || flags > 3 {
+		return store.Change{}, fmt.Errorf("%w: bad change header", ErrCorrupt)
+	}
+	var ch store.Change
+	if flags&1 != 0 {
+		n := d.uvarint()
+		if d.err || n > uint64(len(d.b)) {
+			return store.Change{}, fmt.Errorf("%w: truncated change", ErrCorrupt)
+		}
+		old, err := decodeItem(d.b[:n])
+		if err != nil {
+			return store.Change{}, err
+		}
+		d.b = d.b[n:]
+		ch.Old = &old
+		ch.Key = old.Key
+	}
+	if flags&2 != 0 {
+		nw, err := decodeItem(d.b)
+		if err != nil {
+			return store.Change{}, err
+		}
+		ch.New = &nw
+		ch.Key = nw.Key
+	}
+	return ch, nil
+}

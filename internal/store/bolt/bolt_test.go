@@ -1,0 +1,517 @@
+package bolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/store/storetest"
+	"go.etcd.io/bbolt"
+)
+
+func openTest(t testing.TB, path string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func newStore(t *testing.T) store.Store {
+	return openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{})
+}
+
+func TestContract(t *testing.T) { storetest.Run(t, newStore) }
+
+func TestFeedContract(t *testing.T) { storetest.RunFeed(t, newStore) }
+
+func put(pk, sk, data string, idx map[store.IndexName]store.IndexKey) store.Item {
+	return store.Item{Key: store.Key{PK: pk, SK: sk}, Type: "t", Index: idx, Data: []byte(data)}
+}
+
+func mustCommit(t testing.TB, s store.Store, writes ...store.Write) {
+	t.Helper()
+	if err := s.Commit(context.Background(), writes); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := map[store.IndexName]store.IndexKey{store.GSI1: {PK: "g", SK: "1"}}
+	mustCommit(t, s, store.PutIfAbsent(put("p", "a", `{"a":1}`, g1)), store.PutIfAbsent(put("p", "b", `{}`, nil)))
+	mustCommit(t, s, store.PutIfVersion(put("p", "a", `{"a":2}`, g1), 1))
+	before, err := s.ReadFeed(ctx, 100)
+	if err != nil || len(before) != 3 {
+		t.Fatalf("ReadFeed = %d, %v", len(before), err)
+	}
+	if err := s.AckFeed(ctx, before[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, path, Options{})
+	it, err := s.Get(ctx, store.Key{PK: "p", SK: "a"})
+	if err != nil || it.Version != 2 || string(it.Data) != `{"a":2}` {
+		t.Fatalf("Get after reopen = %+v, %v", it, err)
+	}
+	page, err := s.Query(ctx, store.Query{Index: store.GSI1, PK: "g"})
+	if err != nil || len(page.Items) != 1 || page.Items[0].SK != "a" {
+		t.Fatalf("index after reopen = %+v, %v", page, err)
+	}
+	after, err := s.ReadFeed(ctx, 100)
+	if err != nil || len(after) != 2 || after[0].Seq != before[1].Seq || after[1].Seq != before[2].Seq {
+		t.Fatalf("feed after reopen = %+v, %v", after, err)
+	}
+	mustCommit(t, s, store.PutIfAbsent(put("p", "c", `{}`, nil)))
+	after, err = s.ReadFeed(ctx, 100)
+	if err != nil || len(after) != 3 || after[2].Seq <= before[2].Seq {
+		t.Fatalf("feed after reopen and commit = %+v, %v", after, err)
+	}
+	if len(after[2].Seq) != 20 {
+		t.Fatalf("Seq %q is not 20 digits", after[2].Seq)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "store.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	k := store.Key{PK: "p", SK: "a"}
+	if _, err := s.Get(ctx, k); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get = %v", err)
+	}
+	if _, err := s.Query(ctx, store.Query{PK: "p"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Query = %v", err)
+	}
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(put("p", "a", `{}`, nil))}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Commit = %v", err)
+	}
+	if _, err := s.ReadFeed(ctx, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReadFeed = %v", err)
+	}
+	if err := s.AckFeed(ctx, "1"); !errors.Is(err, ErrClosed) {
+		t.Errorf("AckFeed = %v", err)
+	}
+	// Bypassing the flag still fails cleanly inside bbolt.
+	s.closed.Store(false)
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(put("p", "a", `{}`, nil))}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Commit on closed db = %v", err)
+	}
+	if _, err := s.Get(ctx, k); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get on closed db = %v", err)
+	}
+}
+
+func TestCloseWithConcurrentCommits(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			var err error
+			for i := 0; err == nil; i++ {
+				err = s.Commit(context.Background(), []store.Write{store.PutIfAbsent(put("p", fmt.Sprintf("%d-%d", g, i), `{}`, nil))})
+			}
+			done <- err
+		}()
+	}
+	for range 100 {
+		runtime.Gosched()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 16 {
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Errorf("commit during Close = %v, want ErrClosed", err)
+		}
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{NoSync: true})
+	if _, err := s.ReadFeed(ctx, 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("ReadFeed(0) = %v", err)
+	}
+	for _, seq := range []string{"", "abc", "-1", "1e3", "123456789012345678901", "99999999999999999999"} {
+		if err := s.AckFeed(ctx, seq); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("AckFeed(%q) = %v", seq, err)
+		}
+	}
+	if _, err := s.Query(ctx, store.Query{PK: "p", Limit: -1}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("negative limit: %v", err)
+	}
+	long := strings.Repeat("x", MaxPKBytes+1)
+	bad := []store.Item{
+		put(long, "a", `{}`, nil),
+		put("p", strings.Repeat("x", MaxSKBytes+1), `{}`, nil),
+		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{store.GSI1: {PK: long, SK: "a"}}),
+		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{store.GSI1: {PK: "g", SK: ""}}),
+		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{"gsi9": {PK: "g", SK: "a"}}),
+		put("p", "a", strings.Repeat("x", MaxItemBytes), nil),
+		{Key: store.Key{PK: "p", SK: "a"}, Type: "\xff"},
+	}
+	for i, it := range bad {
+		if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(it)}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("bad item %d: %v", i, err)
+		}
+	}
+	if err := s.Commit(ctx, []store.Write{{Put: &bad[0], Cond: store.Cond{Kind: 7}}}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("unknown cond kind: %v", err)
+	}
+	if _, err := s.Get(ctx, store.Key{PK: "p"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Get with empty SK: %v", err)
+	}
+	// A token of another partition is rejected.
+	var writes []store.Write
+	for i := range 3 {
+		writes = append(writes, store.PutIfAbsent(put("p", fmt.Sprint(i), `{}`, nil)), store.PutIfAbsent(put("q", fmt.Sprint(i), `{}`, nil)))
+	}
+	mustCommit(t, s, writes...)
+	page, err := s.Query(ctx, store.Query{PK: "p", Limit: 1})
+	if err != nil || page.Next == "" {
+		t.Fatalf("Query = %+v, %v", page, err)
+	}
+	if _, err := s.Query(ctx, store.Query{PK: "q", After: page.Next}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("foreign token: %v", err)
+	}
+	// A zero index key and a canceled context.
+	mustCommit(t, s, store.PutIfAbsent(put("z", "a", `{}`, map[store.IndexName]store.IndexKey{store.GSI2: {}})))
+	if it, err := s.Get(ctx, store.Key{PK: "z", SK: "a"}); err != nil || it.Index != nil {
+		t.Errorf("zero index key stored: %+v, %v", it, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Get(cctx, store.Key{PK: "z", SK: "a"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with canceled ctx: %v", err)
+	}
+}
+
+func TestLimitClamp(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{NoSync: true})
+	var writes []store.Write
+	for i := range MaxLimit + 1 {
+		writes = append(writes, store.PutIfAbsent(put("p", fmt.Sprintf("%05d", i), `{}`, nil)))
+		if len(writes) == store.MaxCommitWrites {
+			mustCommit(t, s, writes...)
+			writes = nil
+		}
+	}
+	mustCommit(t, s, writes...)
+	page, err := s.Query(ctx, store.Query{PK: "p", Limit: 5000})
+	if err != nil || len(page.Items) != MaxLimit || page.Next == "" {
+		t.Fatalf("Limit 5000: %d items, next %q, %v", len(page.Items), page.Next, err)
+	}
+	page, err = s.Query(ctx, store.Query{PK: "p", Limit: 5000, After: page.Next})
+	if err != nil || len(page.Items) != 1 || page.Next != "" {
+		t.Fatalf("second page: %d items, next %q, %v", len(page.Items), page.Next, err)
+	}
+}
+
+// TestKeyEncodingModel checks queries over keys made of the bytes that
+// matter to the encoding (0x00, 0x01, 0xFF) against a brute-force model.
+func TestKeyEncodingModel(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{NoSync: true})
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0x00, 0x01, 'a', 0xFF}
+	randStr := func(min int) string {
+		n := min + rng.IntN(4-min)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	type row struct{ key, ixk store.Key }
+	model := map[store.Key]store.Key{}
+	for range 400 {
+		k := store.Key{PK: randStr(1), SK: randStr(1)}
+		ixk := store.Key{PK: randStr(1), SK: randStr(1)}
+		it := put(k.PK, k.SK, `{}`, map[store.IndexName]store.IndexKey{store.GSI1: store.IndexKey(ixk)})
+		mustCommit(t, s, store.Write{Put: &it})
+		model[k] = ixk
+	}
+	var rows []row
+	for k, ixk := range model {
+		rows = append(rows, row{k, ixk})
+	}
+	for q := range 600 {
+		index := q%2 == 1
+		var r0 row
+		r0 = rows[rng.IntN(len(rows))]
+		query := store.Query{PK: r0.key.PK, Limit: 1 + rng.IntN(5), Descending: rng.IntN(2) == 0}
+		if index {
+			query.Index, query.PK = store.GSI1, r0.ixk.PK
+		}
+		if rng.IntN(2) == 0 {
+			query.SKPrefix = randStr(0)
+		}
+		if rng.IntN(2) == 0 {
+			query.SKUpTo = randStr(1)
+		}
+		var want []row
+		for _, r := range rows {
+			pk, sk := r.key.PK, r.key.SK
+			if index {
+				pk, sk = r.ixk.PK, r.ixk.SK
+			}
+			if pk == query.PK && strings.HasPrefix(sk, query.SKPrefix) && (query.SKUpTo == "" || sk <= query.SKUpTo) {
+				want = append(want, r)
+			}
+		}
+		slices.SortFunc(want, func(a, b row) int {
+			c := 0
+			if index {
+				c = strings.Compare(a.ixk.SK, b.ixk.SK)
+				if c == 0 {
+					c = strings.Compare(a.key.PK, b.key.PK)
+				}
+			}
+			if c == 0 {
+				c = strings.Compare(a.key.SK, b.key.SK)
+			}
+			if query.Descending {
+				c = -c
+			}
+			return c
+		})
+		var got []store.Key
+		for {
+			page, err := s.Query(ctx, query)
+			if err != nil {
+				t.Fatalf("Query(%#v): %v", query, err)
+			}
+			for _, it := range page.Items {
+				got = append(got, it.Key)
+			}
+			if page.Next == "" {
+				break
+			}
+			query.After = page.Next
+		}
+		wantKeys := make([]store.Key, len(want))
+		for i, r := range want {
+			wantKeys[i] = r.key
+		}
+		if !slices.Equal(got, wantKeys) {
+			t.Fatalf("Query(%#v):\n got %q\nwant %q", query, got, wantKeys)
+		}
+	}
+}
+
+func TestFeedSignalDoesNotBlock(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{NoSync: true})
+	for i := range 10 {
+		mustCommit(t, s, store.PutIfAbsent(put("p", fmt.Sprint(i), `{}`, nil)))
+	}
+	if n := len(s.FeedSignal()); n != 1 {
+		t.Fatalf("signal channel holds %d, want 1", n)
+	}
+	// A commit that appends nothing does not signal.
+	<-s.FeedSignal()
+	k := store.Key{PK: "p", SK: "missing"}
+	mustCommit(t, s, store.Write{Delete: &k})
+	if n := len(s.FeedSignal()); n != 0 {
+		t.Fatalf("no-op commit signalled")
+	}
+}
+
+// ---- benchmarks ----
+
+// BenchmarkCommitParallel measures durable single-item conditional creates
+// of ~1 KB items from concurrent clients sharing group commits.
+func BenchmarkCommitParallel(b *testing.B) {
+	for _, p := range []int{1, 8, 32} {
+		clients := p * runtime.GOMAXPROCS(0)
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			s := openTest(b, filepath.Join(b.TempDir(), "store.db"), Options{})
+			data := []byte(`{"body":"` + strings.Repeat("x", 1000) + `"}`)
+			var next atomic.Int64
+			b.SetParallelism(p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					i := next.Add(1)
+					it := store.Item{
+						Key:  store.Key{PK: fmt.Sprintf("exp#%012d", i), SK: "exp"},
+						Type: "expectation",
+						Index: map[store.IndexName]store.IndexKey{
+							store.GSI1: {PK: fmt.Sprintf("due#%03d", i%100), SK: fmt.Sprintf("2026-01-01T00:00:%012d", i)},
+						},
+						Data: data,
+					}
+					if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(it)}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+		})
+	}
+}
+
+const queryPartition = "target"
+
+// benchDB returns the path of a cached database holding n items in other
+// partitions and 100 items in GSI1 partition queryPartition, building it
+// once under os.TempDir.
+func benchDB(b *testing.B, n int) string {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("clockwork-bolt-bench-queryindex-%d.db", n))
+	marker := store.Key{PK: "bench#meta", SK: "complete"}
+	if _, err := os.Stat(path); err == nil {
+		if s, err := Open(path, Options{Timeout: time.Second}); err == nil {
+			_, err := s.Get(context.Background(), marker)
+			_ = s.Close()
+			if err == nil {
+				return path
+			}
+		}
+	}
+	b.Logf("building %s (%d items); later runs reuse it", path, n)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	s, err := Open(tmp, Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data := []byte(`{"body":"` + strings.Repeat("x", 200) + `"}`)
+	mk := func(pk, gpk, gsk string) store.Write {
+		return store.PutIfAbsent(store.Item{
+			Key: store.Key{PK: pk, SK: "item"}, Type: "bench",
+			Index: map[store.IndexName]store.IndexKey{store.GSI1: {PK: gpk, SK: gsk}},
+			Data:  data,
+		})
+	}
+	const perTx = 50_000
+	for start := 0; start < n; start += perTx {
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			tx.Bucket(bucketItems).FillPercent = 0.9
+			tx.Bucket(bucketIndex[0]).FillPercent = 0.9
+			var writes []store.Write
+			for i := start; i < min(start+perTx, n); i++ {
+				writes = append(writes, mk(fmt.Sprintf("bench#%07d", i), fmt.Sprintf("grp#%06d", i/10), fmt.Sprintf("t#%07d", i)))
+				if len(writes) == store.MaxCommitWrites {
+					if err := applyWrites(tx, writes); err != nil {
+						return err
+					}
+					writes = writes[:0]
+				}
+			}
+			return applyWrites(tx, writes)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	var writes []store.Write
+	for i := range 100 {
+		writes = append(writes, mk(fmt.Sprintf("target#%03d", i), queryPartition, fmt.Sprintf("t#%03d", i)))
+	}
+	mustCommit(b, s, writes...)
+	mustCommit(b, s, store.PutIfAbsent(store.Item{Key: marker, Type: "bench"}))
+	if err := s.db.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func applyWrites(tx *bbolt.Tx, writes []store.Write) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	ops, err := prepare(writes)
+	if err != nil {
+		return err
+	}
+	_, err = apply(tx, ops, false)
+	return err
+}
+
+// BenchmarkQueryIndex measures a GSI1 query returning one partition of 100
+// items from a database holding 1,000,000 items in other partitions (100,000
+// with -short).
+func BenchmarkQueryIndex(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	path := benchDB(b, n)
+	s := openTest(b, path, Options{Timeout: time.Second})
+	ctx := context.Background()
+	q := store.Query{Index: store.GSI1, PK: queryPartition, Limit: 100}
+	check := func(page store.Page, err error) bool {
+		if err != nil || len(page.Items) != 100 || page.Items[0].Index[store.GSI1].PK != queryPartition {
+			b.Errorf("Query = %d items, %v", len(page.Items), err)
+			return false
+		}
+		return true
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !check(s.Query(ctx, q)) {
+				return
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if !check(s.Query(ctx, q)) {
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	})
+}

@@ -1,0 +1,215 @@
+// Package store is the persistence port: a single-table item store with
+// conditional writes, atomic multi-item commits, sparse secondary indexes and a
+// change feed. It is shaped so that DynamoDB (PutItem/TransactWriteItems with
+// condition expressions, sparse GSIs, Streams with NEW_AND_OLD_IMAGES)
+// implements it one to one, and so that an embedded adapter (bbolt) can offer
+// the same semantics in one process.
+//
+// The port knows nothing about expectations or anticipations: typed
+// repositories map domain records onto Items (see package records).
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Key identifies one item: a partition key and a sort key, as in a DynamoDB
+// single table.
+type Key struct {
+	PK string `json:"pk"`
+	SK string `json:"sk"`
+}
+
+// String renders the key for logs and errors.
+func (k Key) String() string { return k.PK + "|" + k.SK }
+
+// IndexName names one of the table's sparse secondary indexes.
+type IndexName string
+
+// The table's secondary indexes. Each is sparse: an item appears in an index
+// only when it carries a non-empty key for it. Adapters must support every
+// name in Indexes. Their meaning is assigned by
+// the typed repositories (see package records), not here.
+const (
+	GSI1 IndexName = "gsi1"
+	GSI2 IndexName = "gsi2"
+	GSI3 IndexName = "gsi3"
+	GSI4 IndexName = "gsi4"
+	GSI5 IndexName = "gsi5"
+)
+
+// Indexes lists every secondary index, in a fixed order.
+var Indexes = []IndexName{GSI1, GSI2, GSI3, GSI4, GSI5}
+
+// IndexKey is an item's key in one secondary index. The zero value means the
+// item is absent from that index.
+type IndexKey struct {
+	PK string `json:"pk"`
+	SK string `json:"sk"`
+}
+
+// IsZero reports whether the item is absent from the index.
+func (k IndexKey) IsZero() bool { return k.PK == "" }
+
+// Item is one stored record: its key, a type tag, an optimistic-concurrency
+// version, its keys in the secondary indexes, and an opaque JSON body.
+type Item struct {
+	Key
+	// Type names the record type ("expectation", "subject", ...); change
+	// feed consumers dispatch on it.
+	Type string `json:"type"`
+	// Version is 1 after the item is created and grows by one with every
+	// put. Callers never set it: Commit assigns it.
+	Version int64 `json:"version"`
+	// Index holds the item's keys in the secondary indexes; a missing or
+	// zero entry keeps the item out of that index.
+	Index map[IndexName]IndexKey `json:"index,omitempty"`
+	// Data is the record body, JSON.
+	Data []byte `json:"data"`
+}
+
+// CondKind is the kind of condition a write carries.
+type CondKind int
+
+const (
+	// Unconditional writes whatever is there.
+	Unconditional CondKind = iota
+	// IfAbsent requires that no item exists under the key (conditional create).
+	IfAbsent
+	// IfVersion requires that the item exists with exactly Cond.Version
+	// (compare-and-set).
+	IfVersion
+)
+
+// Cond is the condition of one write.
+type Cond struct {
+	Kind    CondKind
+	Version int64
+}
+
+// Write is one put or delete in a commit. Exactly one of Put and Delete is set.
+type Write struct {
+	Put    *Item
+	Delete *Key
+	Cond   Cond
+}
+
+// Key returns the key the write touches.
+func (w Write) Key() Key {
+	if w.Put != nil {
+		return w.Put.Key
+	}
+	return *w.Delete
+}
+
+// PutIfAbsent returns a conditional create of it.
+func PutIfAbsent(it Item) Write { return Write{Put: &it, Cond: Cond{Kind: IfAbsent}} }
+
+// PutIfVersion returns a compare-and-set put of it against version v.
+func PutIfVersion(it Item, v int64) Write {
+	return Write{Put: &it, Cond: Cond{Kind: IfVersion, Version: v}}
+}
+
+// Query selects items by partition key in the table or in one index, in
+// ascending sort-key order unless Descending.
+type Query struct {
+	// Index is the index to read; empty means the table.
+	Index IndexName
+	// PK is the partition key to read (required).
+	PK string
+	// SKPrefix keeps items whose sort key begins with it.
+	SKPrefix string
+	// SKUpTo, when set, keeps items whose sort key is <= SKUpTo.
+	SKUpTo string
+	// Limit bounds the page size; zero means the adapter's default (100).
+	Limit int
+	// Descending reverses the sort order.
+	Descending bool
+	// After is the Next token of the previous page.
+	After string
+}
+
+// Page is one page of query results. Next is empty on the last page.
+type Page struct {
+	Items []Item
+	Next  string
+}
+
+// Change is one entry of the change feed: the item before and after one
+// committed write. Old is nil for a create and New is nil for a delete.
+type Change struct {
+	// Seq orders changes; it is the stream sequence number in DynamoDB and a
+	// zero-padded counter in the embedded adapter.
+	Seq string
+	Key Key
+	Old *Item
+	New *Item
+}
+
+// Type returns the record type of the change.
+func (c Change) Type() string {
+	if c.New != nil {
+		return c.New.Type
+	}
+	if c.Old != nil {
+		return c.Old.Type
+	}
+	return ""
+}
+
+// Store is the persistence port.
+type Store interface {
+	// Get returns the item under key, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key Key) (Item, error)
+	// Query returns one page of items. A malformed After token is an error
+	// wrapping ErrInvalid.
+	Query(ctx context.Context, q Query) (Page, error)
+	// Commit applies every write atomically, or none of them. When a
+	// condition fails it returns a *ConflictError (which matches
+	// ErrConflict) naming the first failing write. Versions are assigned by
+	// Commit. Each applied write appears in the change feed, in the same
+	// atomic step.
+	Commit(ctx context.Context, writes []Write) error
+	// Close releases the store.
+	Close() error
+}
+
+// MaxCommitWrites bounds one atomic commit (DynamoDB transactions allow 100).
+const MaxCommitWrites = 100
+
+// Errors of the port.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrConflict = errors.New("store: condition failed")
+	ErrInvalid  = errors.New("store: invalid request")
+)
+
+// ConflictError reports which write of a commit failed its condition.
+type ConflictError struct {
+	Index int
+	Key   Key
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("store: condition failed on write %d (%s)", e.Index, e.Key)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// FeedReader is the pull side of an embedded change feed, read by a single
+// consumer. (DynamoDB Streams are read by Lambda or by a stream poller
+// instead; both hand Changes to the same processor.)
+type FeedReader interface {
+	// ReadFeed returns up to limit unacknowledged changes, oldest first,
+	// without waiting; an empty result means the feed is drained.
+	ReadFeed(ctx context.Context, limit int) ([]Change, error)
+	// AckFeed durably removes every change with Seq <= upTo. Acknowledging
+	// an already acknowledged position is a no-op.
+	AckFeed(ctx context.Context, upTo string) error
+	// FeedSignal returns a channel that receives (coalesced, non-blocking)
+	// after every commit that appended changes.
+	FeedSignal() <-chan struct{}
+}

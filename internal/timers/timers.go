@@ -1,0 +1,206 @@
+// Package timers is the embedded clock adapter: in-process timers for the
+// due, grace-end and horizon instants of open expectations. The timers
+// themselves are memory only; they are durable because the store is: at
+// start the caller rebuilds them from the open expectations (an instant
+// that passed while the process was down fires at once), and every later
+// change reaches Schedule through the change feed.
+package timers
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+type key struct {
+	agent, id string
+	kind      expect.InstantKind
+	at        int64
+}
+
+type entry struct {
+	in       expect.Instant
+	k        key
+	index    int
+	canceled bool
+}
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].in.At.Before(h[j].in.At) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+// FireFunc handles an instant that has come. An error makes the timers try
+// again after a short backoff.
+type FireFunc func(ctx context.Context, in expect.Instant) error
+
+// Timers is a durable-by-rebuild timer wheel (a min-heap with one
+// dispatcher goroutine and a pool of workers).
+type Timers struct {
+	fire    FireFunc
+	now     func() time.Time
+	log     *slog.Logger
+	workers int
+
+	mu    sync.Mutex
+	h     entryHeap
+	byKey map[key]*entry
+	wake  chan struct{}
+	work  chan expect.Instant
+
+	// Lateness, when set, receives how late each instant fired.
+	Lateness func(time.Duration)
+}
+
+// New returns timers that call fire for each instant that has come, from
+// workers goroutines.
+func New(fire FireFunc, workers int, log *slog.Logger) *Timers {
+	if workers < 1 {
+		workers = 1
+	}
+	return &Timers{fire: fire, now: time.Now, log: log, workers: workers,
+		byKey: map[key]*entry{}, wake: make(chan struct{}, 1), work: make(chan expect.Instant, 4096)}
+}
+
+func keyOf(in expect.Instant) key {
+	return key{agent: in.AgentID, id: in.ExpectationID, kind: in.Kind, at: in.At.UnixNano()}
+}
+
+// Schedule adds instants; one already scheduled is ignored. It never fails.
+func (t *Timers) Schedule(_ context.Context, ins []expect.Instant) error {
+	t.mu.Lock()
+	for _, in := range ins {
+		k := keyOf(in)
+		if _, ok := t.byKey[k]; ok {
+			continue
+		}
+		e := &entry{in: in, k: k}
+		t.byKey[k] = e
+		heap.Push(&t.h, e)
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Cancel removes instants; unknown ones are ignored. It never fails.
+func (t *Timers) Cancel(_ context.Context, ins []expect.Instant) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, in := range ins {
+		k := keyOf(in)
+		if e, ok := t.byKey[k]; ok {
+			heap.Remove(&t.h, e.index)
+			delete(t.byKey, k)
+		}
+	}
+	return nil
+}
+
+// Len returns the number of pending instants.
+func (t *Timers) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.h)
+}
+
+// Run dispatches instants as they come until ctx ends, then waits for the
+// workers to finish what they started.
+func (t *Timers) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := 0; i < t.workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for in := range t.work {
+				t.handle(ctx, in)
+			}
+		}()
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		var due []expect.Instant
+		now := t.now()
+		for len(t.h) > 0 && !t.h[0].in.At.After(now) && len(due) < 1024 {
+			e := heap.Pop(&t.h).(*entry)
+			delete(t.byKey, e.k)
+			due = append(due, e.in)
+		}
+		wait := time.Hour
+		if len(t.h) > 0 {
+			wait = t.h[0].in.At.Sub(now)
+		}
+		t.mu.Unlock()
+		for _, in := range due {
+			if t.Lateness != nil {
+				t.Lateness(now.Sub(in.At))
+			}
+			select {
+			case t.work <- in:
+			case <-ctx.Done():
+				close(t.work)
+				wg.Wait()
+				return
+			}
+		}
+		if len(due) > 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			close(t.work)
+			wg.Wait()
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (t *Timers) handle(ctx context.Context, in expect.Instant) {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := t.fire(ctx, in)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if attempt >= 8 {
+			// Give the instant back to the heap rather than lose it.
+			t.log.Error("instant failed repeatedly; rescheduling", "agent", in.AgentID, "expectation", in.ExpectationID, "kind", in.Kind, "err", err)
+			in.At = t.now().Add(5 * time.Second)
+			_ = t.Schedule(ctx, []expect.Instant{in})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}

@@ -1,0 +1,147 @@
+package watcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// The single-table layout of the watcher's records. Every key component
+// supplied by a client is escaped, so '#' separates components
+// unambiguously.
+//
+//	item          PK           SK
+//	agent card    A#<agent>    CARD
+//	expectation   A#<agent>    E#<expectationId>
+//	subject       A#<agent>    S#<type>#<id>
+//
+// Sparse indexes (an expectation appears only while the condition holds):
+//
+//	gsi1 fact key  FK#<agent>#<factKey>          <expectationId>   open, or lapsed awaiting a late fact
+//	gsi2 subject   SU#<agent>#<type>#<id>        <state>#<expId>   always
+//	gsi3 anchor    AN#<agent>#<anchorId>         <expectationId>   open and anchored
+//	gsi4 task      TK#<agent>#<taskId>           <expectationId>   open
+//	gsi5 work      OPEN#<shard>                  <next instant>#<agent>#<expId>   open
+//	               OUTBOX                        <lapsedAt>#<agent>#<expId>       lapse task not yet delivered
+//	               DEAD                          <lapsedAt>#<agent>#<expId>       lapse task dead-lettered
+const (
+	TypeCard        = "card"
+	TypeExpectation = "expectation"
+	TypeSubject     = "subject"
+
+	// OpenShards spreads open expectations over several gsi5 partitions.
+	OpenShards = 16
+)
+
+var escaper = strings.NewReplacer("%", "%25", "#", "%23")
+
+func esc(s string) string { return escaper.Replace(s) }
+
+func agentPK(agent string) string { return "A#" + esc(agent) }
+
+// CardKey is the key of an agent's card.
+func CardKey(agent string) store.Key { return store.Key{PK: agentPK(agent), SK: "CARD"} }
+
+// ExpectationKey is the key of one expectation record.
+func ExpectationKey(agent, id string) store.Key {
+	return store.Key{PK: agentPK(agent), SK: "E#" + esc(id)}
+}
+
+// SubjectKey is the key of one subject record.
+func SubjectKey(agent string, s expect.Subject) store.Key {
+	return store.Key{PK: agentPK(agent), SK: "S#" + esc(s.Type) + "#" + esc(s.ID)}
+}
+
+func factKeyPK(agent, factKey string) string { return "FK#" + esc(agent) + "#" + esc(factKey) }
+func subjectPK(agent string, s expect.Subject) string {
+	return "SU#" + esc(agent) + "#" + esc(s.Type) + "#" + esc(s.ID)
+}
+func anchorPK(agent, id string) string { return "AN#" + esc(agent) + "#" + esc(id) }
+func taskPK(agent, task string) string { return "TK#" + esc(agent) + "#" + esc(task) }
+
+func openShard(agent, id string) string {
+	h := fnv.New32a()
+	h.Write([]byte(agent))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return fmt.Sprintf("OPEN#%02d", h.Sum32()%OpenShards)
+}
+
+// Outbox and dead-letter partitions of gsi5.
+const (
+	OutboxPK = "OUTBOX"
+	DeadPK   = "DEAD"
+)
+
+// PendingDelivery reports whether the record's lapse task still has to be
+// sent.
+func PendingDelivery(r *expect.Record) bool {
+	d := r.Delivery
+	return r.State == expect.StateLapsed && d != nil && d.DeliveredAt == "" && !d.DeadLettered && !d.Suppressed
+}
+
+// recordItem maps an expectation record onto its item and index keys.
+func recordItem(r *expect.Record) (store.Item, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return store.Item{}, err
+	}
+	a, id := r.AgentID, r.Expectation.ExpectationID
+	eid := esc(id)
+	idx := map[store.IndexName]store.IndexKey{
+		store.GSI2: {PK: subjectPK(a, r.Expectation.Subject), SK: string(r.State) + "#" + eid},
+	}
+	if r.State == expect.StateOpen || (r.State == expect.StateLapsed && r.SatisfiedBy == nil) {
+		idx[store.GSI1] = store.IndexKey{PK: factKeyPK(a, r.Expectation.SatisfiedBy.FactKey), SK: eid}
+	}
+	if r.State == expect.StateOpen {
+		if r.Expectation.Anchor != nil {
+			idx[store.GSI3] = store.IndexKey{PK: anchorPK(a, r.Expectation.Anchor.ExpectationID), SK: eid}
+		}
+		idx[store.GSI4] = store.IndexKey{PK: taskPK(a, r.TaskID), SK: eid}
+		if next, ok := expect.NextInstant(r); ok {
+			idx[store.GSI5] = store.IndexKey{PK: openShard(a, id), SK: expect.FormatTime(next.At) + "#" + esc(a) + "#" + eid}
+		}
+	}
+	if r.State == expect.StateLapsed && r.Lapse != nil {
+		suffix := r.Lapse.LapsedAt + "#" + esc(a) + "#" + eid
+		switch {
+		case PendingDelivery(r):
+			idx[store.GSI5] = store.IndexKey{PK: OutboxPK, SK: suffix}
+		case r.Delivery != nil && r.Delivery.DeadLettered:
+			idx[store.GSI5] = store.IndexKey{PK: DeadPK, SK: suffix}
+		}
+	}
+	return store.Item{Key: ExpectationKey(a, id), Type: TypeExpectation, Index: idx, Data: data}, nil
+}
+
+// DecodeRecord decodes an expectation item.
+func DecodeRecord(it store.Item) (*expect.Record, error) {
+	var r expect.Record
+	if err := json.Unmarshal(it.Data, &r); err != nil {
+		return nil, fmt.Errorf("decode expectation %s: %w", it.Key, err)
+	}
+	r.Version = it.Version
+	return &r, nil
+}
+
+func subjectItem(s *expect.SubjectRecord) (store.Item, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{Key: SubjectKey(s.AgentID, s.Subject), Type: TypeSubject, Data: data}, nil
+}
+
+func decodeSubject(it store.Item) (*expect.SubjectRecord, error) {
+	var s expect.SubjectRecord
+	if err := json.Unmarshal(it.Data, &s); err != nil {
+		return nil, fmt.Errorf("decode subject %s: %w", it.Key, err)
+	}
+	s.Version = it.Version
+	return &s, nil
+}

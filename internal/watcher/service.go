@@ -1,0 +1,650 @@
+// Package watcher is the application service of the expectations watcher:
+// it loads records from the store, applies the pure state machine of
+// package expect on the watcher's clock, and commits the result through the
+// store's optimistic read-modify-write helper. Scheduling and lapse delivery
+// happen after the commit, from the change feed (package feed).
+package watcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Service is the watcher's application service. Its zero value is not
+// usable; build it with New.
+type Service struct {
+	store store.Store
+	now   func() time.Time
+	cfg   expect.Config
+}
+
+// New returns a service over st using now as the watcher's clock.
+func New(st store.Store, now func() time.Time, cfg expect.Config) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg}
+}
+
+// Config returns the rules the service applies.
+func (s *Service) Config() expect.Config { return s.cfg }
+
+// Now returns the watcher's clock.
+func (s *Service) Now() time.Time { return s.now() }
+
+// Store returns the underlying store.
+func (s *Service) Store() store.Store { return s.store }
+
+func internal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("watcher: %w", err)
+}
+
+// PutCard validates and stores an agent's A2A card. It returns an Invalid
+// error naming the failing card fields.
+func (s *Service) PutCard(ctx context.Context, agentID string, raw []byte) (expect.Card, error) {
+	if msg := expect.ValidID(agentID); msg != "" {
+		return expect.Card{}, errs.Fields("invalid agent id", []errs.FieldError{{Path: "agentId", Message: msg}})
+	}
+	card, err := expect.ParseCard(agentID, raw)
+	if err != nil {
+		return expect.Card{}, err
+	}
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, _, err := tx.Get(ctx, CardKey(agentID))
+		if err != nil {
+			return err
+		}
+		it.Key, it.Type, it.Data = CardKey(agentID), TypeCard, card.Raw
+		tx.Put(it)
+		return nil
+	})
+	return card, internal(err)
+}
+
+// Card returns an agent's card, or a NotFound error.
+func (s *Service) Card(ctx context.Context, agentID string) (expect.Card, error) {
+	it, err := s.store.Get(ctx, CardKey(agentID))
+	if errors.Is(err, store.ErrNotFound) {
+		return expect.Card{}, errs.E(errs.NotFound, "agent %q has no card; PUT /v1/agents/%s first", agentID, agentID)
+	}
+	if err != nil {
+		return expect.Card{}, internal(err)
+	}
+	card, err := expect.ParseCard(agentID, it.Data)
+	if err != nil {
+		return expect.Card{}, fmt.Errorf("stored card of %q no longer parses: %w", agentID, err)
+	}
+	return card, nil
+}
+
+// txState caches the records one transaction has read or changed, so that
+// every rule sees the latest version of each record.
+type txState struct {
+	ctx      context.Context
+	tx       *store.Tx
+	agent    string
+	records  map[string]*expect.Record
+	subjects map[expect.Subject]*expect.SubjectRecord
+	dirty    []string
+	dirtySub []expect.Subject
+}
+
+func newTxState(ctx context.Context, tx *store.Tx, agent string) *txState {
+	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{}}
+}
+
+// record returns the record with id, or nil when there is none.
+func (st *txState) record(id string) (*expect.Record, error) {
+	if r, ok := st.records[id]; ok {
+		return r, nil
+	}
+	it, ok, err := st.tx.Get(st.ctx, ExpectationKey(st.agent, id))
+	if err != nil || !ok {
+		st.records[id] = nil
+		return nil, err
+	}
+	r, err := DecodeRecord(it)
+	if err != nil {
+		return nil, err
+	}
+	st.records[id] = r
+	return r, nil
+}
+
+// adopt takes a record read by a query, unless a newer one is cached.
+func (st *txState) adopt(it store.Item) (*expect.Record, error) {
+	r, err := DecodeRecord(it)
+	if err != nil {
+		return nil, err
+	}
+	id := r.Expectation.ExpectationID
+	if cached, ok := st.records[id]; ok && cached != nil {
+		return cached, nil
+	}
+	st.tx.Track(it)
+	st.records[id] = r
+	return r, nil
+}
+
+func (st *txState) set(r *expect.Record) {
+	id := r.Expectation.ExpectationID
+	st.records[id] = r
+	if !slices.Contains(st.dirty, id) {
+		st.dirty = append(st.dirty, id)
+	}
+}
+
+func (st *txState) subject(sub expect.Subject) (*expect.SubjectRecord, error) {
+	if r, ok := st.subjects[sub]; ok {
+		return r, nil
+	}
+	it, ok, err := st.tx.Get(st.ctx, SubjectKey(st.agent, sub))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		r := &expect.SubjectRecord{AgentID: st.agent, Subject: sub}
+		st.subjects[sub] = r
+		return r, nil
+	}
+	r, err := decodeSubject(it)
+	if err != nil {
+		return nil, err
+	}
+	st.subjects[sub] = r
+	return r, nil
+}
+
+func (st *txState) setSubject(r *expect.SubjectRecord) {
+	st.subjects[r.Subject] = r
+	if !slices.Contains(st.dirtySub, r.Subject) {
+		st.dirtySub = append(st.dirtySub, r.Subject)
+	}
+}
+
+// stage puts every changed record and subject into the transaction.
+func (st *txState) stage() error {
+	for _, id := range st.dirty {
+		it, err := recordItem(st.records[id])
+		if err != nil {
+			return err
+		}
+		st.tx.Put(it)
+	}
+	for _, sub := range st.dirtySub {
+		it, err := subjectItem(st.subjects[sub])
+		if err != nil {
+			return err
+		}
+		st.tx.Put(it)
+	}
+	return nil
+}
+
+// queryAll reads every page of q.
+func (st *txState) queryAll(q store.Query) ([]store.Item, error) {
+	var out []store.Item
+	for {
+		p, err := st.tx.Query(st.ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Items...)
+		if p.Next == "" {
+			return out, nil
+		}
+		q.After = p.Next
+	}
+}
+
+// Raise raises the expectations of req for agentID, all or nothing. It
+// returns one record per requested expectation. Errors: NotFound when the
+// agent has no card; Invalid naming every failing field; Conflict when an id
+// was already raised with another body.
+func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseRequest) ([]*expect.Record, error) {
+	card, err := s.Card(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*expect.Record
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, agentID)
+		existing := map[string]*expect.Record{}
+		for _, id := range req.References() {
+			if expect.ValidID(id) != "" {
+				continue // Raise names the field
+			}
+			r, err := st.record(id)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				existing[id] = r
+			}
+		}
+		res, err := expect.Raise(card, req, existing, s.now(), s.cfg)
+		if err != nil {
+			return err
+		}
+		for _, r := range res.Writes {
+			st.set(r)
+		}
+		out = res.Records
+		return st.stage()
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	return out, nil
+}
+
+// Get returns one expectation record, or a NotFound error.
+func (s *Service) Get(ctx context.Context, agentID, id string) (*expect.Record, error) {
+	it, err := s.store.Get(ctx, ExpectationKey(agentID, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.E(errs.NotFound, "agent %q has no expectation %q", agentID, id)
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	return DecodeRecord(it)
+}
+
+// ListFilter selects records to list.
+type ListFilter struct {
+	State       string
+	SubjectType string
+	SubjectID   string
+	Limit       int
+	NextToken   string
+}
+
+// MaxPageSize bounds one page of a listing.
+const MaxPageSize = 500
+
+// List returns one page of an agent's records. With a full subject it reads
+// the subject index; otherwise it reads the agent's partition and filters.
+// A bad state, limit or token is an Invalid error.
+func (s *Service) List(ctx context.Context, agentID string, f ListFilter) ([]*expect.Record, string, error) {
+	var c errs.Collector
+	switch expect.State(f.State) {
+	case "", expect.StateOpen, expect.StateSatisfied, expect.StateLapsed, expect.StateWithdrawn:
+	default:
+		c.Add("state", "must be one of open, satisfied, lapsed, withdrawn")
+	}
+	if f.Limit < 0 || f.Limit > MaxPageSize {
+		c.Add("limit", "must be between 1 and %d", MaxPageSize)
+	}
+	if (f.SubjectID != "") && f.SubjectType == "" {
+		c.Add("subjectType", "is required with subjectId")
+	}
+	if err := c.Err("invalid listing"); err != nil {
+		return nil, "", err
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	q := store.Query{PK: agentPK(agentID), SKPrefix: "E#", Limit: limit, After: f.NextToken}
+	if f.SubjectType != "" && f.SubjectID != "" {
+		q = store.Query{Index: store.GSI2, PK: subjectPK(agentID, expect.Subject{Type: f.SubjectType, ID: f.SubjectID}), Limit: limit, After: f.NextToken}
+		if f.State != "" {
+			q.SKPrefix = f.State + "#"
+		}
+	}
+	p, err := s.store.Query(ctx, q)
+	if errors.Is(err, store.ErrInvalid) {
+		return nil, "", errs.Fields("invalid listing", []errs.FieldError{{Path: "nextToken", Message: "is not a token this service issued"}})
+	}
+	if err != nil {
+		return nil, "", internal(err)
+	}
+	out := []*expect.Record{}
+	for _, it := range p.Items {
+		r, err := DecodeRecord(it)
+		if err != nil {
+			return nil, "", internal(err)
+		}
+		if f.State != "" && string(r.State) != f.State || f.SubjectType != "" && r.Expectation.Subject.Type != f.SubjectType {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, p.Next, nil
+}
+
+// FactOutcome reports what one fact satisfied.
+type FactOutcome struct {
+	FactKey   string   `json:"factKey"`
+	Satisfied []string `json:"satisfied"`
+}
+
+// ReportFacts applies facts reported by source (the authenticated
+// reporter, which replaces any source in the body) for agentID, in order,
+// atomically: satisfactions, skipped predecessors, re-anchored dependents
+// and subject memory commit together. Errors: NotFound without a card;
+// Invalid naming each failing fact field.
+func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts []expect.Fact) ([]FactOutcome, error) {
+	if _, err := s.Card(ctx, agentID); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var c errs.Collector
+	switch {
+	case len(facts) == 0:
+		c.Add("facts", "must hold at least one fact")
+	case len(facts) > s.cfg.MaxPerRequest:
+		c.Add("facts", "holds more than %d facts", s.cfg.MaxPerRequest)
+	}
+	for i, f := range facts {
+		expect.ValidateFact(&c, fmt.Sprintf("facts[%d]", i), f, now, s.cfg)
+	}
+	if err := c.Err("invalid facts"); err != nil {
+		return nil, err
+	}
+	var out []FactOutcome
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		now := s.now()
+		st := newTxState(ctx, tx, agentID)
+		out = make([]FactOutcome, 0, len(facts))
+		for _, f := range facts {
+			f.Source = source
+			o, err := s.applyFact(st, f, now)
+			if err != nil {
+				return err
+			}
+			out = append(out, o)
+		}
+		if len(st.dirty)+len(st.dirtySub) > store.MaxCommitWrites {
+			return errs.E(errs.Invalid, "these facts change more than %d records at once; report them in smaller batches", store.MaxCommitWrites)
+		}
+		return st.stage()
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	return out, nil
+}
+
+func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutcome, error) {
+	o := FactOutcome{FactKey: f.FactKey, Satisfied: []string{}}
+	items, err := st.queryAll(store.Query{Index: store.GSI1, PK: factKeyPK(st.agent, f.FactKey), Limit: 1000})
+	if err != nil {
+		return o, err
+	}
+	var matched []*expect.Record
+	for _, it := range items {
+		r, err := st.adopt(it)
+		if err != nil {
+			return o, err
+		}
+		if expect.Matches(f, r) {
+			matched = append(matched, r)
+		}
+	}
+	// Subject memory first, so lapses decided below see this fact.
+	var subs []expect.Subject
+	if f.Subject != nil {
+		subs = append(subs, *f.Subject)
+	} else {
+		for _, r := range matched {
+			if !slices.Contains(subs, r.Expectation.Subject) {
+				subs = append(subs, r.Expectation.Subject)
+			}
+		}
+	}
+	for _, sub := range subs {
+		sr, err := st.subject(sub)
+		if err != nil {
+			return o, err
+		}
+		if nsr, changed := expect.ObserveFact(sr, f, len(matched) > 0, now); changed {
+			st.setSubject(nsr)
+		}
+	}
+	for _, r := range matched {
+		nr, eff := expect.Satisfy(r, f, now)
+		st.set(nr)
+		o.Satisfied = append(o.Satisfied, r.Expectation.ExpectationID)
+		sub, err := st.subject(r.Expectation.Subject)
+		if err != nil {
+			return o, err
+		}
+		for _, pid := range eff.SkipCheck {
+			p, err := st.record(pid)
+			if err != nil {
+				return o, err
+			}
+			if p == nil {
+				continue
+			}
+			if np, changed := expect.Skip(p, []string{r.Expectation.ExpectationID}, sub, now); changed {
+				st.set(np)
+			}
+		}
+		deps, err := st.queryAll(store.Query{Index: store.GSI3, PK: anchorPK(st.agent, r.Expectation.ExpectationID), Limit: 1000})
+		if err != nil {
+			return o, err
+		}
+		for _, it := range deps {
+			d, err := st.adopt(it)
+			if err != nil {
+				return o, err
+			}
+			dsub, err := st.subject(d.Expectation.Subject)
+			if err != nil {
+				return o, err
+			}
+			if nd, changed := expect.Reanchor(d, eff.AnchorObservedAt, dsub, now); changed {
+				st.set(nd)
+			}
+		}
+	}
+	return o, nil
+}
+
+// Withdraw withdraws the open expectations named by ids, all or nothing.
+// Errors: Invalid for an empty or oversized list; NotFound for an unknown
+// id; Conflict for an expectation already satisfied or lapsed. Withdrawing
+// an already withdrawn expectation returns it unchanged.
+func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, reason string) ([]*expect.Record, error) {
+	var c errs.Collector
+	switch {
+	case len(ids) == 0:
+		c.Add("withdraw", "must name at least one expectation")
+	case len(ids) > s.cfg.MaxPerRequest:
+		c.Add("withdraw", "names more than %d expectations", s.cfg.MaxPerRequest)
+	}
+	for i, id := range ids {
+		if msg := expect.ValidID(id); msg != "" {
+			c.Add(fmt.Sprintf("withdraw[%d]", i), "%s", msg)
+		}
+	}
+	if len(reason) > expect.MaxTextLen {
+		c.Add("reason", "is longer than %d bytes", expect.MaxTextLen)
+	}
+	if err := c.Err("invalid withdrawal"); err != nil {
+		return nil, err
+	}
+	if reason == "" {
+		reason = "withdrawn by the agent"
+	}
+	var out []*expect.Record
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, agentID)
+		now := s.now()
+		out = out[:0]
+		for _, id := range ids {
+			r, err := st.record(id)
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				return errs.E(errs.NotFound, "agent %q has no expectation %q", agentID, id)
+			}
+			nr, changed, err := expect.Withdraw(r, reason, now)
+			if err != nil {
+				return err
+			}
+			if changed {
+				st.set(nr)
+			}
+			out = append(out, nr)
+		}
+		return st.stage()
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	return out, nil
+}
+
+// TaskCanceled withdraws every open expectation raised by the origin task
+// taskID, because the task was canceled. It returns the withdrawn records.
+func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*expect.Record, error) {
+	var out []*expect.Record
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, agentID)
+		now := s.now()
+		out = nil
+		items, err := st.queryAll(store.Query{Index: store.GSI4, PK: taskPK(agentID, taskID), Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			r, err := st.adopt(it)
+			if err != nil {
+				return err
+			}
+			if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), now); err == nil && changed {
+				st.set(nr)
+				out = append(out, nr)
+			}
+			if len(out) >= store.MaxCommitWrites {
+				break // the rest go in the next call; cancellation is idempotent
+			}
+		}
+		return st.stage()
+	})
+	return out, internal(err)
+}
+
+// Tick evaluates one record against the watcher's clock, for an instant
+// that has come. Early, repeated or stale instants change nothing.
+func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, in.AgentID)
+		r, err := st.record(in.ExpectationID)
+		if err != nil || r == nil || r.State != expect.StateOpen {
+			return err
+		}
+		sub, err := st.subject(r.Expectation.Subject)
+		if err != nil {
+			return err
+		}
+		if nr, changed := expect.Tick(r, sub, s.now()); changed {
+			st.set(nr)
+		}
+		return st.stage()
+	})
+	return internal(err)
+}
+
+// ForEachIndexed calls fn with every expectation record in one gsi5
+// partition (OPEN shards, OUTBOX or DEAD), in sort order.
+func (s *Service) ForEachIndexed(ctx context.Context, pk string, fn func(*expect.Record) error) error {
+	q := store.Query{Index: store.GSI5, PK: pk, Limit: 1000}
+	for {
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return internal(err)
+		}
+		for _, it := range p.Items {
+			r, err := DecodeRecord(it)
+			if err != nil {
+				return err
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if p.Next == "" {
+			return nil
+		}
+		q.After = p.Next
+	}
+}
+
+// ForEachOpen calls fn with every open expectation (to rebuild timers).
+func (s *Service) ForEachOpen(ctx context.Context, fn func(*expect.Record) error) error {
+	for i := 0; i < OpenShards; i++ {
+		if err := s.ForEachIndexed(ctx, fmt.Sprintf("OPEN#%02d", i), fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UpdateRecord applies fn to one record in a read-modify-write with retry.
+// fn returns the new record and whether to write it. A missing record is a
+// NotFound error.
+func (s *Service) UpdateRecord(ctx context.Context, agentID, id string, fn func(*expect.Record) (*expect.Record, bool, error)) (*expect.Record, error) {
+	var out *expect.Record
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, agentID)
+		r, err := st.record(id)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return errs.E(errs.NotFound, "agent %q has no expectation %q", agentID, id)
+		}
+		nr, write, err := fn(r.Clone())
+		if err != nil {
+			return err
+		}
+		out = nr
+		if write {
+			st.set(nr)
+		}
+		return st.stage()
+	})
+	return out, internal(err)
+}
+
+// MarshalRecord renders a record as the API returns it.
+func MarshalRecord(r *expect.Record) json.RawMessage {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// Redeliver puts a dead-lettered (or suppressed) lapse back in the outbox
+// with a fresh attempt budget; its messageId does not change. A record
+// without a lapse is a Conflict; an already delivered one is returned as is.
+func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Record, error) {
+	return s.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
+		if r.Delivery == nil || r.Lapse == nil {
+			return nil, false, errs.E(errs.Conflict, "expectation %q has not lapsed; there is nothing to deliver", id)
+		}
+		if r.Delivery.DeliveredAt != "" {
+			return r, false, nil
+		}
+		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts = false, false, 0
+		return r, true, nil
+	})
+}
