@@ -38,6 +38,9 @@ func run() error {
 	timekeepers := flag.Bool("send-to-timekeepers", false, "send lapse tasks also to agents whose card says keepsTime: true")
 	attempts := flag.Int("delivery-attempts", 8, "delivery attempts before a lapse task is dead-lettered")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
+	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
+	allowPrivateJudge := flag.Bool("allow-private-judge", true, "let the judge be on loopback or a private address")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -72,8 +75,7 @@ func run() error {
 		DataDir: *data, Auth: authn, Log: log, Rules: rules,
 		AllowPrivateAgents: *allowPrivate,
 		Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
-		Routes:             evaluationRoutes(log),
-		Handlers:           evaluationHandlers(log),
+		JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 	})
 	if err != nil {
 		return err

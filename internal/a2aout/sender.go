@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,6 +40,10 @@ const ExtensionsHeader = "A2A-Extensions"
 
 // DefaultTimeout bounds one Send when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
+
+// MaxResponseBytes caps how much of an agent's response is read; a longer
+// response fails to decode (a transient error).
+const MaxResponseBytes = 4 << 20
 
 // Message is one lapse task message to deliver.
 type Message struct {
@@ -198,9 +203,9 @@ func sendSafely(ctx context.Context, client *a2aclient.Client, req *a2a.SendMess
 func endpointOf(card expect.Card) (*a2a.AgentInterface, error) {
 	var version a2a.ProtocolVersion
 	switch card.ProtocolVersion {
-	case "1.0":
+	case expect.ProtocolV1:
 		version = a2a.Version
-	case "0.3":
+	case expect.ProtocolV03:
 		version = a2av0.Version
 	default:
 		return nil, &errs.Error{Code: errs.Invalid, Message: "a2aout: invalid card",
@@ -376,8 +381,9 @@ func (c *callState) status() (int, time.Duration) {
 	return c.code, c.retryAfter
 }
 
-// recordingTransport adds the extension header to every request and
-// records the last response status in the request's callState.
+// recordingTransport adds the extension header to every request, records
+// the last response status in the request's callState and caps the size of
+// response bodies.
 type recordingTransport struct {
 	base http.RoundTripper
 }
@@ -388,6 +394,9 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	r.Header.Set(ExtensionsHeader, expect.URI)
 	resp, err := t.base.RoundTrip(r)
 	if err == nil && resp != nil {
+		if resp.Body != nil {
+			resp.Body = &limitedBody{Reader: io.LimitReader(resp.Body, MaxResponseBytes), Closer: resp.Body}
+		}
 		if st, ok := req.Context().Value(callStateKey{}).(*callState); ok {
 			st.mu.Lock()
 			st.code = resp.StatusCode
@@ -396,6 +405,12 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	return resp, err
+}
+
+// limitedBody is a response body read through a limit.
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // parseRetryAfter reads a Retry-After value (seconds or an HTTP date).

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
@@ -408,5 +410,57 @@ func TestParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(in, now); got != want {
 			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// rawAgent answers every request with body (HTTP 200, JSON).
+func rawAgent(t *testing.T, body string) expect.Card {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return expect.Card{AgentID: "raw", URL: srv.URL, ProtocolVersion: "1.0", Declaration: expect.Declaration{LapseSkill: "s"}}
+}
+
+func TestSendMessageAnswer(t *testing.T) {
+	card := rawAgent(t, `{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":"m","role":"ROLE_AGENT","taskId":"task-from-message","parts":[{"text":"ok"}]}}}`)
+	id, err := localSender(time.Second).Send(context.Background(), card, testMessage())
+	if err != nil || id != "task-from-message" {
+		t.Fatalf("Send = %q, %v", id, err)
+	}
+	card = rawAgent(t, `{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"ok"}]}}}`)
+	id, err = localSender(time.Second).Send(context.Background(), card, testMessage())
+	if err != nil || id != "" {
+		t.Fatalf("Send = %q, %v", id, err)
+	}
+}
+
+func TestSendBadResponses(t *testing.T) {
+	huge := `{"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_SUBMITTED"},"metadata":{"pad":"` +
+		strings.Repeat("x", MaxResponseBytes) + `"}}}}`
+	for name, body := range map[string]string{
+		"oversized":     huge,
+		"not JSON":      "<html>oops</html>",
+		"empty":         "",
+		"no result":     `{"jsonrpc":"2.0","id":"1"}`,
+		"rpc internal":  `{"jsonrpc":"2.0","id":"1","error":{"code":-32603,"message":"boom"}}`,
+		"unknown event": `{"jsonrpc":"2.0","id":"1","result":{"weird":{}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := localSender(2*time.Second).Send(context.Background(), rawAgent(t, body), testMessage())
+			if err == nil {
+				t.Fatal("Send succeeded")
+			}
+			if Permanent(err) {
+				t.Fatalf("classified permanent: %v", err)
+			}
+		})
+	}
+	_, err := localSender(2*time.Second).Send(context.Background(),
+		rawAgent(t, `{"jsonrpc":"2.0","id":"1","error":{"code":-32602,"message":"bad params"}}`), testMessage())
+	if !errors.Is(err, a2a.ErrInvalidParams) || !Permanent(err) {
+		t.Fatalf("invalid params: %v (permanent=%v)", err, Permanent(err))
 	}
 }

@@ -5,19 +5,23 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/httpapi"
+	"github.com/agentclock/clockwork/internal/judge"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store"
@@ -47,9 +51,16 @@ type Config struct {
 	TimerWorkers int
 	// Now is the watcher's clock (default time.Now).
 	Now func() time.Time
-	// Extra HTTP routes (the evaluation loop) and feed handlers.
-	Routes   []func(*http.ServeMux, *httpapi.Handler)
-	Handlers map[string]feed.Handler
+	// JudgeURL is the model judge for HEURISTIC criteria ("" leaves them
+	// pending); JudgeToken is sent to it as a bearer token.
+	JudgeURL, JudgeToken string
+	// AllowPrivateJudge lets the judge be on loopback or a private address.
+	AllowPrivateJudge bool
+	// PauseFeed starts without consuming the change feed (tests use it to
+	// stand for a crash between a commit and its asynchronous effects).
+	PauseFeed bool
+	// NoSigningKey turns off the Ed25519 server signature on VERIFY.
+	NoSigningKey bool
 	// Sender overrides lapse delivery (default: the A2A SDK sender).
 	Sender outbox.Sender
 	// Lateness observes how late instants fire.
@@ -60,6 +71,7 @@ type Config struct {
 type App struct {
 	Store   *bolt.Store
 	Watcher *watcher.Service
+	Eval    *evaluation.Service
 	Timers  *timers.Timers
 	Outbox  *outbox.Outbox
 	Feed    *feed.Processor
@@ -102,8 +114,22 @@ func Start(cfg Config) (*App, error) {
 	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
 	a.Timers = timers.New(a.Watcher.Tick, cfg.TimerWorkers, cfg.Log)
 	a.Timers.Lateness = cfg.Lateness
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Handlers: cfg.Handlers}
-	a.Handler = httpapi.New(a.Watcher, cfg.Auth, cfg.Log, cfg.Routes...)
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher}
+	if cfg.JudgeURL != "" {
+		evalOpt.Judge = &judge.Client{URL: cfg.JudgeURL, Token: cfg.JudgeToken,
+			HTTP: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateJudge}, 30*time.Second)}
+	}
+	if !cfg.NoSigningKey {
+		key, err := signingKey(filepath.Join(cfg.DataDir, "verify-ed25519.key"))
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		evalOpt.SigningKey = key
+	}
+	a.Eval = evaluation.New(st, evalOpt)
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
+	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
@@ -125,7 +151,9 @@ func Start(cfg Config) (*App, error) {
 	cfg.Log.Info("embedded runtime started", "data", cfg.DataDir, "openExpectations", n, "timers", a.Timers.Len())
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
-	a.run(func() { _ = feed.Run(ctx, st, a.Feed, cfg.Log) })
+	if !cfg.PauseFeed {
+		a.run(func() { _ = feed.Run(ctx, st, a.Feed, cfg.Log) })
+	}
 	return a, nil
 }
 
@@ -151,3 +179,26 @@ func (a *App) Close() error {
 func (a *App) Quiesce(ctx context.Context) error { return feed.Drain(ctx, a.Store, a.Feed) }
 
 var _ store.FeedReader = (*bolt.Store)(nil)
+
+// signingKey loads the VERIFY signing key, creating it on first start.
+func signingKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("signing key %s is malformed", path)
+		}
+		return ed25519.NewKeyFromSeed(seed), nil
+	}
+	if !os.IsNotExist(err) {
+		return nil, err
+	}
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(key.Seed())+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}

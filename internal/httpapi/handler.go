@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
@@ -23,18 +24,18 @@ const DefaultMaxBody = 1 << 20
 // Handler serves the API.
 type Handler struct {
 	Watcher *watcher.Service
+	Eval    *evaluation.Service
 	Auth    *auth.Authenticator
 	Log     *slog.Logger
 	MaxBody int64
-	// Extra registers more routes (the evaluation loop) on the same mux.
-	Extra []func(mux *http.ServeMux, h *Handler)
 
 	mux *http.ServeMux
 }
 
-// New builds the handler and its routes.
-func New(w *watcher.Service, a *auth.Authenticator, log *slog.Logger, extra ...func(*http.ServeMux, *Handler)) *Handler {
-	h := &Handler{Watcher: w, Auth: a, Log: log, MaxBody: DefaultMaxBody, Extra: extra}
+// New builds the handler and its routes: the watcher's, and the evaluation
+// loop's when eval is not nil.
+func New(w *watcher.Service, eval *evaluation.Service, a *auth.Authenticator, log *slog.Logger) *Handler {
+	h := &Handler{Watcher: w, Eval: eval, Auth: a, Log: log, MaxBody: DefaultMaxBody}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.Handle("PUT /v1/agents/{agentId}", h.agent(auth.AgentsWrite, h.putCard))
@@ -47,8 +48,8 @@ func New(w *watcher.Service, a *auth.Authenticator, log *slog.Logger, extra ...f
 	mux.Handle("POST /v1/agents/{agentId}/withdrawals", h.agent(auth.ExpectationsWrite, h.withdraw))
 	mux.Handle("POST /v1/agents/{agentId}/a2a", h.agent("", h.a2a))
 	mux.Handle("GET /v1/deadletters", h.authed(auth.Read, h.deadLetters))
-	for _, f := range extra {
-		f(mux, h)
+	if eval != nil {
+		h.evaluationRoutes(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, errs.E(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))

@@ -109,7 +109,7 @@ var ErrTooManyWrites = fmt.Errorf("%w: more than %d writes in one commit", ErrIn
 // the conflict. fn must be a pure function of what it reads (it may run more
 // than once). An error returned by fn aborts without writing.
 func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
-	const attempts = 12
+	const attempts = 32
 	var err error
 	for attempt := 0; attempt < attempts; attempt++ {
 		tx := &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}}

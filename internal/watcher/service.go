@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/errs"
@@ -24,6 +25,17 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	cfg   expect.Config
+
+	// cards caches parsed cards by agent and store version: a card is
+	// re-read on every request (so every process sees updates at once) but
+	// parsed only when its version changes.
+	cardsMu sync.RWMutex
+	cards   map[string]cachedCard
+}
+
+type cachedCard struct {
+	version int64
+	card    expect.Card
 }
 
 // New returns a service over st using now as the watcher's clock.
@@ -31,7 +43,7 @@ func New(st store.Store, now func() time.Time, cfg expect.Config) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg}
+	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg, cards: map[string]cachedCard{}}
 }
 
 // Config returns the rules the service applies.
@@ -85,10 +97,22 @@ func (s *Service) Card(ctx context.Context, agentID string) (expect.Card, error)
 	if err != nil {
 		return expect.Card{}, internal(err)
 	}
+	s.cardsMu.RLock()
+	c, ok := s.cards[agentID]
+	s.cardsMu.RUnlock()
+	if ok && c.version == it.Version {
+		return c.card, nil
+	}
 	card, err := expect.ParseCard(agentID, it.Data)
 	if err != nil {
 		return expect.Card{}, fmt.Errorf("stored card of %q no longer parses: %w", agentID, err)
 	}
+	s.cardsMu.Lock()
+	if len(s.cards) > 10000 {
+		clear(s.cards)
+	}
+	s.cards[agentID] = cachedCard{version: it.Version, card: card}
+	s.cardsMu.Unlock()
 	return card, nil
 }
 
@@ -647,4 +671,43 @@ func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Re
 		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts = false, false, 0
 		return r, true, nil
 	})
+}
+
+// ExpectationState returns the state of one of an agent's expectations, for
+// the evaluation loop's assertions; ok is false when there is none.
+func (s *Service) ExpectationState(ctx context.Context, agentID, id string) (string, bool, error) {
+	r, err := s.Get(ctx, agentID, id)
+	if errs.Is(err, errs.NotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(r.State), true, nil
+}
+
+// LapseCount counts an agent's lapsed expectations of one lapse kind, or
+// of every kind when kind is empty.
+func (s *Service) LapseCount(ctx context.Context, agentID, kind string) (int, error) {
+	n := 0
+	q := store.Query{PK: agentPK(agentID), SKPrefix: "E#", Limit: 1000}
+	for {
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return 0, internal(err)
+		}
+		for _, it := range p.Items {
+			r, err := DecodeRecord(it)
+			if err != nil {
+				return 0, err
+			}
+			if r.Lapse != nil && (kind == "" || string(r.Lapse.Lapse) == kind) {
+				n++
+			}
+		}
+		if p.Next == "" {
+			return n, nil
+		}
+		q.After = p.Next
+	}
 }

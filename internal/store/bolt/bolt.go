@@ -120,9 +120,12 @@ var (
 	_ store.FeedReader = (*Store)(nil)
 )
 
-// Open opens (creating if needed) the store in the file at path. It returns
-// an error when the file cannot be opened or locked within opts.Timeout
-// (the file is locked by one process at a time) or is not a valid store.
+// Open opens (creating if needed) the store in the file at path. The list of
+// free pages is not written on each commit, so opening rebuilds it by
+// scanning the file (seconds for a file of several hundred megabytes). It
+// returns an error when the file cannot be opened or locked within
+// opts.Timeout (the file is locked by one process at a time) or is not a
+// valid store.
 func Open(path string, opts Options) (*Store, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		Timeout:        opts.Timeout,
@@ -353,10 +356,11 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 // there are more than store.MaxCommitWrites writes, two writes of one key, a
 // write with neither or both of Put and Delete, an unknown condition kind or
 // index, a key outside the size limits (PK 1..MaxPKBytes, SK 1..MaxSKBytes,
-// for table and index keys alike), an item over MaxItemBytes, or a type or
-// index name that is not valid UTF-8; ErrClosed after Close; ctx.Err() when ctx is
-// done before the commit starts; and a wrapped bbolt error when the file
-// cannot be written. On any error nothing is written.
+// for table and index keys alike), an item over MaxItemBytes, or a type that
+// is not valid UTF-8 or is longer than MaxSKBytes; ErrClosed after Close;
+// ctx.Err() when ctx is done before the commit starts (a started commit is
+// not canceled); and a wrapped bbolt error when the file cannot be written.
+// On any error nothing is written.
 func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	if err := s.begin(ctx); err != nil {
 		return err

@@ -374,8 +374,9 @@ func testCommitInvalid(t *testing.T, s store.Store, ns string) {
 	mustAbsent(t, s, store.Key{PK: ns + "many", SK: "0000"})
 }
 
-// collect pages through q with the given page size and returns the sort keys
-// (table keys for an index query) in order, checking page sizes.
+// collect pages through q and returns every item in order, checking that no
+// page exceeds the limit. Pages may be short (DynamoDB stops a page at 1 MB),
+// and the last page may be empty.
 func collect(t *testing.T, s store.Store, q store.Query) []store.Item {
 	t.Helper()
 	var out []store.Item
@@ -393,9 +394,6 @@ func collect(t *testing.T, s store.Store, q store.Query) []store.Item {
 		}
 		if len(page.Items) > limit {
 			t.Fatalf("page of %d items exceeds limit %d", len(page.Items), limit)
-		}
-		if len(page.Items) == 0 && page.Next != "" {
-			t.Fatalf("empty page with a Next token")
 		}
 		out = append(out, page.Items...)
 		if page.Next == "" {
@@ -507,12 +505,12 @@ func testQueryPagination(t *testing.T, s store.Store, ns string) {
 	rev := slices.Clone(sks)
 	slices.Reverse(rev)
 
-	for _, limit := range []int{0, 7, 100, 259, 260} {
+	for _, limit := range []int{0, 37, n} {
 		wantKeys(t, fmt.Sprintf("limit %d", limit), collect(t, s, store.Query{PK: pk, SKPrefix: "k#", Limit: limit}), sks)
 		wantKeys(t, fmt.Sprintf("limit %d descending", limit), collect(t, s, store.Query{PK: pk, SKPrefix: "k#", Limit: limit, Descending: true}), rev)
 	}
-	wantKeys(t, "up to, limit 9", collect(t, s, store.Query{PK: pk, SKPrefix: "k#", SKUpTo: "k#0100", Limit: 9}), sks[:101])
-	wantKeys(t, "up to, limit 9, descending", collect(t, s, store.Query{PK: pk, SKPrefix: "k#", SKUpTo: "k#0100", Limit: 9, Descending: true}), rev[n-101:])
+	wantKeys(t, "up to, limit 25", collect(t, s, store.Query{PK: pk, SKPrefix: "k#", SKUpTo: "k#0100", Limit: 25}), sks[:101])
+	wantKeys(t, "up to, limit 25, descending", collect(t, s, store.Query{PK: pk, SKPrefix: "k#", SKUpTo: "k#0100", Limit: 25, Descending: true}), rev[n-101:])
 }
 
 func withIndex(it store.Item, idx map[store.IndexName]store.IndexKey) store.Item {
@@ -630,7 +628,7 @@ func testQueryIndexTies(t *testing.T, s store.Store, ns string) {
 	slices.Sort(want)
 	for _, ix := range []store.IndexName{store.GSI1, store.GSI2} {
 		for _, desc := range []bool{false, true} {
-			for _, limit := range []int{1, 4, 22} {
+			for _, limit := range []int{3, 22} {
 				got := collect(t, s, store.Query{Index: ix, PK: gpk, Limit: limit, Descending: desc})
 				var pks []string
 				for _, it := range got {

@@ -1,0 +1,520 @@
+package assertion
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Limits of an assertion's source.
+const (
+	// MaxSourceLen is the longest accepted source, in bytes.
+	MaxSourceLen = 4096
+	// MaxNodes is the largest accepted syntax tree, in nodes, as counted by
+	// expr's parser before any rewriting.
+	MaxNodes = 512
+)
+
+// Program is a compiled assertion. It is immutable and safe for concurrent
+// use; compile it once and evaluate it against many Envs.
+type Program struct {
+	src     string
+	prog    *vm.Program
+	names   []string // bare names read: built-in values and variables
+	calls   []string // observation calls made
+	watcher bool     // uses expectation_state or lapse_count
+}
+
+// CompileError is returned by Compile for a source that is too long, does
+// not parse, uses an unsupported construct or does not type-check as a
+// boolean. Line and Column are 1-based and 0 when unknown.
+type CompileError struct {
+	Message string // what is wrong, on one line
+	Line    int    // 1-based line, 0 when unknown
+	Column  int    // 1-based column in runes, 0 when unknown
+}
+
+// Error returns the message with its position on one line.
+func (e *CompileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s (line %d, column %d)", e.Message, e.Line, e.Column)
+	}
+	return e.Message
+}
+
+// EvalErrorKind classifies an *EvalError.
+type EvalErrorKind string
+
+// Kinds of evaluation errors.
+const (
+	MissingVariable    EvalErrorKind = "missing_variable"    // an OUTCOME variable is absent
+	MissingObservation EvalErrorKind = "missing_observation" // no observation for a call and its arguments
+	MissingExpectation EvalErrorKind = "missing_expectation" // expectation_state(id) of an unknown id
+	NoWatcher          EvalErrorKind = "no_watcher"          // a watcher function without a Watcher
+	TypeMismatch       EvalErrorKind = "type_mismatch"       // an operation on values of the wrong type
+	NotBoolean         EvalErrorKind = "not_boolean"         // the result is not a boolean
+)
+
+// EvalError is the only error type Eval returns. Message is a complete
+// sentence fit for a VERIFY result's evidence; Name is the variable, call,
+// function or expectation involved, when there is one.
+type EvalError struct {
+	Kind    EvalErrorKind // the class of error
+	Name    string        // what is involved, when there is one thing
+	Message string        // a sentence naming what is missing or wrong
+}
+
+// Error returns the message.
+func (e *EvalError) Error() string { return e.Message }
+
+// Compile parses and type-checks src once. It returns a *CompileError when
+// src is empty, longer than MaxSourceLen bytes, not valid UTF-8, larger
+// than MaxNodes nodes, syntactically invalid, uses a construct outside the
+// language (see the package documentation), calls a built-in with the
+// wrong number of arguments, uses a built-in function as a value, or cannot
+// yield a boolean. Compile never panics.
+func Compile(src string) (p *Program, err error) {
+	switch {
+	case strings.TrimSpace(src) == "":
+		return nil, &CompileError{Message: "assertion is empty"}
+	case len(src) > MaxSourceLen:
+		return nil, &CompileError{Message: fmt.Sprintf("assertion is longer than %d bytes", MaxSourceLen)}
+	case !utf8.ValidString(src):
+		return nil, &CompileError{Message: "assertion is not valid UTF-8"}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, &CompileError{Message: fmt.Sprintf("assertion could not be compiled: %v", r)}
+		}
+	}()
+
+	calls := &callRewriter{}
+	names := &nameRewriter{}
+	opts := append([]expr.Option{
+		expr.Env(prototypeEnv),
+		expr.DisableAllBuiltins(),
+		expr.MaxNodes(MaxNodes),
+	}, predicateOverrides...)
+	opts = append(opts, expr.Patch(calls), expr.Patch(names))
+	prog, cerr := expr.Compile(normalizeKeywords(src), opts...)
+	// The rewriters' own errors come first: expr type-checks before and
+	// between patches, and its messages about names we have not rewritten
+	// yet would only confuse.
+	if calls.err != nil {
+		return nil, calls.err.in(src)
+	}
+	if names.err != nil {
+		return nil, names.err.in(src)
+	}
+	if cerr != nil {
+		return nil, compileError(cerr)
+	}
+	// The result must be able to be a boolean. expr.AsBool would check this
+	// too, but it also appends a cast that turns nil into false; Eval checks
+	// the run-time type itself instead.
+	if t := prog.Node().Type(); t != nil && t.Kind() != reflect.Bool && t.Kind() != reflect.Interface {
+		return nil, &CompileError{Message: "assertion must be a boolean expression, but its result is " +
+			jsonTypeName(t.String())}
+	}
+	return &Program{
+		src:     src,
+		prog:    prog,
+		names:   sortedKeys(names.names),
+		calls:   sortedKeys(calls.calls),
+		watcher: calls.watcher,
+	}, nil
+}
+
+// predicateOverrides declares expr's predicate names (count, sum, map,
+// ...) as functions so that its parser reads count(x) as an ordinary call,
+// which the call rewriter then turns into an observation lookup. The stub
+// is never called: every call is rewritten before compilation.
+var predicateOverrides = func() []expr.Option {
+	stub := func(...any) (any, error) { return nil, errors.New("unreachable") }
+	var opts []expr.Option
+	for _, name := range []string{"all", "none", "any", "one", "filter", "map", "count", "sum",
+		"find", "findIndex", "findLast", "findLastIndex", "groupBy", "sortBy", "reduce"} {
+		opts = append(opts, expr.Function(name, stub))
+	}
+	return opts
+}()
+
+// compileError converts an expr error into a one-line *CompileError.
+func compileError(err error) *CompileError {
+	ce := &CompileError{Message: err.Error()}
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		ce.Message, ce.Line, ce.Column = fe.Message, fe.Line, fe.Column+1
+		if fe.Snippet == "" {
+			ce.Line, ce.Column = 0, 0
+		}
+	}
+	if i := strings.Index(ce.Message, "expected bool, but got "); i >= 0 {
+		ce.Message = "assertion must be a boolean expression, but its result is " +
+			jsonTypeName(ce.Message[i+len("expected bool, but got "):])
+	}
+	if i := strings.IndexByte(ce.Message, '\n'); i >= 0 {
+		ce.Message = ce.Message[:i]
+	}
+	return ce
+}
+
+// jsonTypeName names a Go type as a JSON reader would.
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "int", "int64", "float64", "float32", "uint", "int32":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "<nil>", "nil":
+		return "nil"
+	case "[]interface {}", "[]any":
+		return "an array"
+	case "map[string]interface {}", "map[string]any":
+		return "an object"
+	}
+	return goType
+}
+
+// Source returns the source the program was compiled from.
+func (p *Program) Source() string {
+	if p == nil {
+		return ""
+	}
+	return p.src
+}
+
+// Names returns the bare names the assertion reads (built-in values and
+// OUTCOME variables), sorted; useful for evidence.
+func (p *Program) Names() []string {
+	if p == nil {
+		return nil
+	}
+	return append([]string(nil), p.names...)
+}
+
+// Calls returns the observation calls the assertion may make, sorted.
+func (p *Program) Calls() []string {
+	if p == nil {
+		return nil
+	}
+	return append([]string(nil), p.calls...)
+}
+
+// UsesWatcher reports whether the assertion calls expectation_state or
+// lapse_count.
+func (p *Program) UsesWatcher() bool { return p != nil && p.watcher }
+
+var vmPool = sync.Pool{New: func() any { return new(vm.VM) }}
+
+// Eval evaluates the program against env (nil means an empty execution).
+// It returns the boolean result, or an *EvalError when a variable,
+// observation, expectation or watcher is missing, an operation meets values
+// of the wrong type, or the result is not a boolean. Eval never panics and
+// does not allocate on the success path beyond what the assertion's own
+// operations need.
+func (p *Program) Eval(env *Env) (result bool, err error) {
+	if p == nil || p.prog == nil {
+		return false, &EvalError{Kind: TypeMismatch, Message: "assertion is not compiled"}
+	}
+	if env == nil {
+		env = emptyEnv
+	}
+	machine := vmPool.Get().(*vm.VM)
+	defer func() {
+		if r := recover(); r != nil {
+			// The VM recovers its own panics; this guards against anything
+			// else and drops the machine, whose state is unknown.
+			result, err = false, &EvalError{Kind: TypeMismatch, Message: fmt.Sprintf("assertion failed to evaluate: %v", r)}
+			return
+		}
+		vmPool.Put(machine)
+	}()
+	out, rerr := machine.Run(p.prog, env.m)
+	if rerr != nil {
+		return false, evalError(rerr)
+	}
+	b, ok := out.(bool)
+	if !ok {
+		return false, &EvalError{Kind: NotBoolean,
+			Message: fmt.Sprintf("assertion evaluated to %s, not a boolean", typeName(out))}
+	}
+	return b, nil
+}
+
+// EvalTrace is Eval that also returns what the assertion read, in
+// evaluation order and without repeats, as name=JSON pairs: built-in
+// values, variables (step_count=4, target_username="alice"), observations
+// (user_exists("alice")=true) and watcher answers. It is meant for
+// evidence; it allocates, so use Eval on hot paths. Errors are as for Eval.
+func (p *Program) EvalTrace(env *Env) (result bool, trace []string, err error) {
+	if p == nil || p.prog == nil {
+		return false, nil, &EvalError{Kind: TypeMismatch, Message: "assertion is not compiled"}
+	}
+	if env == nil {
+		env = emptyEnv
+	}
+	rec := &recorder{seen: map[string]bool{}}
+	m := env.tracingEnv(rec)
+	defer func() {
+		if r := recover(); r != nil {
+			result, trace, err = false, rec.list, &EvalError{Kind: TypeMismatch, Message: fmt.Sprintf("assertion failed to evaluate: %v", r)}
+		}
+	}()
+	var machine vm.VM
+	out, rerr := machine.Run(p.prog, m)
+	if rerr != nil {
+		return false, rec.list, evalError(rerr)
+	}
+	// Built-in values are plain map entries, so they are not seen by the
+	// recorder; add the ones the assertion names.
+	for _, n := range p.names {
+		if builtinValues[n] {
+			v, _ := env.Value(n)
+			rec.add(n, v)
+		}
+	}
+	b, ok := out.(bool)
+	if !ok {
+		return false, rec.list, &EvalError{Kind: NotBoolean,
+			Message: fmt.Sprintf("assertion evaluated to %s, not a boolean", typeName(out))}
+	}
+	return b, rec.list, nil
+}
+
+// evalError converts a VM error into an *EvalError.
+func evalError(err error) *EvalError {
+	var ee *EvalError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	msg := err.Error()
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		msg = fe.Message
+		// Logical operators cast their operands: "invalid operation:
+		// bool(float64)".
+		if rest, ok := strings.CutPrefix(msg, "invalid operation: bool("); ok {
+			return &EvalError{Kind: NotBoolean, Message: fmt.Sprintf(
+				"assertion needs a boolean (as its result or as an operand of AND, OR or NOT) but got %s",
+				jsonTypeName(strings.TrimSuffix(rest, ")")))}
+		}
+		if strings.Contains(msg, "interface conversion") && strings.Contains(msg, "not bool") {
+			return &EvalError{Kind: NotBoolean,
+				Message: "assertion needs a boolean as an operand of AND, OR or NOT but got another type"}
+		}
+		if fe.Snippet != "" {
+			msg = fmt.Sprintf("%s (line %d, column %d)", msg, fe.Line, fe.Column+1)
+		}
+	}
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return &EvalError{Kind: TypeMismatch, Message: "assertion failed to evaluate: " + msg}
+}
+
+// callRewriter is the first patch: it checks every node against the
+// language and rewrites calls. It sees only the user's nodes, because
+// ast.Walk is post-order and the nodes it creates are never revisited.
+type callRewriter struct {
+	err     *patchError
+	calls   map[string]bool
+	watcher bool
+}
+
+func (r *callRewriter) fail(n ast.Node, format string, args ...any) {
+	if r.err == nil {
+		r.err = &patchError{msg: fmt.Sprintf(format, args...), at: n.Location().From}
+	}
+}
+
+// patchError is a rewriter's error: a message and the rune offset of the
+// node it is about.
+type patchError struct {
+	msg string
+	at  int
+}
+
+// in converts e into a *CompileError with the line and column of its offset
+// in src.
+func (e *patchError) in(src string) *CompileError {
+	line, col, runes := 1, 1, 0
+	for _, r := range src {
+		if runes == e.at {
+			break
+		}
+		runes++
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return &CompileError{Message: e.msg, Line: line, Column: col}
+}
+
+// Visit checks one node against the language and rewrites calls.
+func (r *callRewriter) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.NilNode, *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.StringNode,
+		*ast.ConstantNode, *ast.ArrayNode:
+	case *ast.IdentifierNode:
+		if strings.HasPrefix(n.Value, "__") || strings.HasPrefix(n.Value, "$") {
+			r.fail(n, "the name %s is reserved", n.Value)
+		}
+	case *ast.UnaryNode:
+		switch n.Operator {
+		case "!", "not", "-", "+":
+		default:
+			r.fail(n, "the operator %s is not supported in assertions", n.Operator)
+		}
+	case *ast.BinaryNode:
+		switch n.Operator {
+		case "or", "||", "and", "&&", "==", "!=", "<", "<=", ">", ">=",
+			"in", "contains", "startsWith", "endsWith", "+", "-", "*", "/", "%", "**", "^":
+		default:
+			r.fail(n, "the operator %s is not supported in assertions", n.Operator)
+		}
+	case *ast.MemberNode:
+		if n.Optional || n.Method {
+			r.fail(n, "optional member access and methods are not supported in assertions")
+		}
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok {
+			r.fail(n, "only named functions can be called, as in name(args)")
+			return
+		}
+		if b, ok := builtinFuncs[id.Value]; ok {
+			if len(n.Arguments) < b.min || len(n.Arguments) > b.max {
+				if b.min == b.max {
+					r.fail(n, "%s takes %d argument, got %d", id.Value, b.min, len(n.Arguments))
+				} else {
+					r.fail(n, "%s takes %d or %d arguments, got %d", id.Value, b.min, b.max, len(n.Arguments))
+				}
+				return
+			}
+			args := n.Arguments
+			if id.Value == "lapse_count" && len(args) == 0 {
+				args = []ast.Node{&ast.StringNode{Value: ""}}
+			}
+			if id.Value == "expectation_state" || id.Value == "lapse_count" {
+				r.watcher = true
+			}
+			replace(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: b.internal}, Arguments: args})
+			return
+		}
+		if builtinValues[id.Value] {
+			r.fail(n, "%s is a value, not a function; write %s without parentheses", id.Value, id.Value)
+			return
+		}
+		if r.calls == nil {
+			r.calls = map[string]bool{}
+		}
+		r.calls[id.Value] = true
+		args := make([]ast.Node, 0, len(n.Arguments)+1)
+		args = append(args, &ast.StringNode{Value: id.Value})
+		args = append(args, n.Arguments...)
+		fn := fnObs
+		switch len(n.Arguments) {
+		case 0:
+			fn = fnObs0
+		case 1:
+			fn = fnObs1
+		}
+		replace(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: args})
+	default:
+		r.fail(n, "%s is not supported in assertions", describeNode(n))
+	}
+}
+
+// nameRewriter is the second patch: every bare name still in the tree that
+// is not a built-in value or one of our internal functions is an OUTCOME
+// variable.
+type nameRewriter struct {
+	err   *patchError
+	names map[string]bool
+}
+
+// Visit rewrites a bare name into a variable lookup.
+func (r *nameRewriter) Visit(node *ast.Node) {
+	id, ok := (*node).(*ast.IdentifierNode)
+	if !ok || strings.HasPrefix(id.Value, "__") {
+		return
+	}
+	if r.names == nil {
+		r.names = map[string]bool{}
+	}
+	if builtinValues[id.Value] {
+		r.names[id.Value] = true
+		return
+	}
+	if _, fn := builtinFuncs[id.Value]; fn {
+		if r.err == nil {
+			r.err = &patchError{msg: fmt.Sprintf("%s is a function; call it as %s(...)", id.Value, id.Value),
+				at: id.Location().From}
+		}
+		return
+	}
+	r.names[id.Value] = true
+	replace(node, &ast.CallNode{
+		Callee:    &ast.IdentifierNode{Value: fnVar},
+		Arguments: []ast.Node{&ast.StringNode{Value: id.Value}},
+	})
+}
+
+// replace swaps *node for n, keeping the source location for messages.
+func replace(node *ast.Node, n ast.Node) {
+	loc := (*node).Location()
+	n.SetLocation(loc)
+	if c, ok := n.(*ast.CallNode); ok {
+		c.Callee.SetLocation(loc)
+		for _, a := range c.Arguments {
+			if s, ok := a.(*ast.StringNode); ok && s.Location() == (file.Location{}) {
+				s.SetLocation(loc)
+			}
+		}
+	}
+	*node = n
+}
+
+func describeNode(n ast.Node) string {
+	switch n.(type) {
+	case *ast.ConditionalNode:
+		return "a conditional (?: or if/else)"
+	case *ast.BuiltinNode, *ast.PredicateNode, *ast.PointerNode:
+		return "a built-in function or predicate"
+	case *ast.VariableDeclaratorNode, *ast.SequenceNode:
+		return "let and ; sequences"
+	case *ast.ChainNode:
+		return "optional chaining (?.)"
+	case *ast.MapNode, *ast.PairNode:
+		return "a map literal"
+	case *ast.SliceNode:
+		return "slicing"
+	}
+	return fmt.Sprintf("the construct %q", n.String())
+}
+
+func sortedKeys(m map[string]bool) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,553 @@
+package assertion
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Trajectory summarises the execution events of one plan for the built-in
+// values and functions.
+type Trajectory struct {
+	// StepCount is the number of STEP_COMPLETE events (step_count).
+	StepCount int
+	// EscalationCount is the number of ESCALATION events (escalation_count).
+	EscalationCount int
+	// ErrorCount is the number of TOOL_RESULT events whose status is not
+	// SUCCESS (error_count).
+	ErrorCount int
+	// ToolCounts maps a tool name to its number of TOOL_REQUEST events
+	// (tool_invoked, tool_count).
+	ToolCounts map[string]int
+	// First and Last are the earliest and latest event timestamps; both are
+	// zero when there were no events.
+	First, Last time.Time
+}
+
+// DurationSeconds returns Last minus First in seconds (duration_seconds),
+// or 0 when either is unset or Last is before First.
+func (t Trajectory) DurationSeconds() float64 {
+	if t.First.IsZero() || t.Last.IsZero() || t.Last.Before(t.First) {
+		return 0
+	}
+	return t.Last.Sub(t.First).Seconds()
+}
+
+// Observation is one OUTCOME observation: the value that the call Call with
+// arguments Args returned, as reported by the agent or its tools.
+type Observation struct {
+	Call  string `json:"call"`  // the function name used in assertions
+	Args  []any  `json:"args"`  // its arguments, compared by JSON value
+	Value any    `json:"value"` // what the call returned
+}
+
+// Watcher answers the watcher functions expectation_state(id) and
+// lapse_count(kind) from the expectations watcher. Implementations must be
+// safe for concurrent use if one Env is evaluated from several goroutines.
+type Watcher interface {
+	// ExpectationState returns the state of the expectation with the given
+	// id, and false when the watcher does not know it.
+	ExpectationState(id string) (string, bool)
+	// LapseCount returns the number of lapses of the given kind (overdue,
+	// skipped, stalled), or of every kind when kind is "".
+	LapseCount(kind string) int
+}
+
+// Env is everything an assertion can read about one execution: the
+// trajectory, the OUTCOME variables and observations and, optionally, a
+// Watcher. Build it once per execution with NewEnv and evaluate any number
+// of programs against it, from any number of goroutines; it is read-only
+// after NewEnv. A nil *Env behaves as an execution with no events and no
+// OUTCOME.
+type Env struct {
+	traj    Trajectory
+	vars    map[string]any
+	obs     map[string][]observation
+	watcher Watcher
+	m       map[string]any // the expr environment, bound to this Env
+}
+
+type observation struct {
+	args  []any
+	value any
+}
+
+// NewEnv builds an Env. Variables and observation arguments and values are
+// normalised to their JSON form (numbers become float64, structs become
+// maps), so values decoded from JSON and values built in Go behave alike.
+// For observations with the same call and equal arguments the later one in
+// the slice wins. The inputs are not retained beyond what NewEnv copies;
+// w may be nil.
+func NewEnv(t Trajectory, variables map[string]any, observations []Observation, w Watcher) *Env {
+	e := &Env{
+		traj:    t,
+		vars:    make(map[string]any, len(variables)),
+		obs:     make(map[string][]observation, len(observations)),
+		watcher: w,
+	}
+	e.traj.ToolCounts = make(map[string]int, len(t.ToolCounts))
+	for k, v := range t.ToolCounts {
+		e.traj.ToolCounts[k] = v
+	}
+	for k, v := range variables {
+		e.vars[k] = normalize(v)
+	}
+	for _, o := range observations {
+		args := make([]any, len(o.Args))
+		for i, a := range o.Args {
+			args[i] = normalize(a)
+		}
+		e.obs[o.Call] = append(e.obs[o.Call], observation{args: args, value: normalize(o.Value)})
+	}
+	e.m = e.exprEnv()
+	return e
+}
+
+// Trajectory returns the trajectory the Env was built from.
+func (e *Env) Trajectory() Trajectory {
+	if e == nil {
+		return Trajectory{}
+	}
+	return e.traj
+}
+
+// Variables returns a copy of the normalised OUTCOME variables.
+func (e *Env) Variables() map[string]any {
+	out := map[string]any{}
+	if e == nil {
+		return out
+	}
+	for k, v := range e.vars {
+		out[k] = v
+	}
+	return out
+}
+
+// Value returns the value of a bare name as an assertion sees it: a
+// built-in value or an OUTCOME variable; ok is false when it is neither.
+func (e *Env) Value(name string) (v any, ok bool) {
+	if e == nil {
+		e = emptyEnv
+	}
+	switch name {
+	case "step_count":
+		return e.traj.StepCount, true
+	case "escalation_count":
+		return e.traj.EscalationCount, true
+	case "error_count":
+		return e.traj.ErrorCount, true
+	case "duration_seconds":
+		return e.traj.DurationSeconds(), true
+	}
+	v, ok = e.vars[name]
+	return v, ok
+}
+
+// Observe returns the value of the observation call(args...), comparing
+// arguments by JSON value; ok is false when there is none.
+func (e *Env) Observe(call string, args ...any) (v any, ok bool) {
+	if e == nil {
+		return nil, false
+	}
+	list := e.obs[call]
+	for i := len(list) - 1; i >= 0; i-- {
+		o := list[i]
+		if len(o.args) != len(args) {
+			continue
+		}
+		match := true
+		for j := range args {
+			if !equalJSON(args[j], o.args[j]) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return o.value, true
+		}
+	}
+	return nil, false
+}
+
+var emptyEnv = NewEnv(Trajectory{}, nil, nil, nil)
+
+// Internal names of the rewritten tree; user names with this prefix are
+// rejected at compile time.
+const (
+	fnVar        = "__var"
+	fnObs        = "__obs"  // any number of arguments: (name, args...)
+	fnObs0       = "__obs0" // no arguments: (name)
+	fnObs1       = "__obs1" // one argument: (name, arg)
+	fnToolInv    = "__tool_invoked"
+	fnToolCount  = "__tool_count"
+	fnExpState   = "__expectation_state"
+	fnLapseCount = "__lapse_count"
+)
+
+// builtinValues are the bare names that are not OUTCOME variables.
+var builtinValues = map[string]bool{
+	"step_count": true, "escalation_count": true, "error_count": true, "duration_seconds": true,
+}
+
+// builtinFuncs maps a built-in function to its internal name and its
+// accepted argument counts.
+var builtinFuncs = map[string]struct {
+	internal string
+	min, max int
+}{
+	"tool_invoked":      {fnToolInv, 1, 1},
+	"tool_count":        {fnToolCount, 1, 1},
+	"expectation_state": {fnExpState, 1, 1},
+	"lapse_count":       {fnLapseCount, 0, 1},
+}
+
+// prototypeEnv gives the checker the types of every environment entry.
+var prototypeEnv = map[string]any{
+	"step_count":       0,
+	"escalation_count": 0,
+	"error_count":      0,
+	"duration_seconds": 0.0,
+	fnVar:              func(any) any { return nil },
+	fnObs:              func(...any) any { return nil },
+	fnObs0:             func(any) any { return nil },
+	fnObs1:             func(any, any) any { return nil },
+	fnToolInv:          func(any) bool { return false },
+	fnToolCount:        func(any) int { return 0 },
+	fnExpState:         func(any) string { return "" },
+	fnLapseCount:       func(any) int { return 0 },
+}
+
+// exprEnv returns the expr environment of e; its functions panic with an
+// *EvalError, which the VM turns into an error.
+func (e *Env) exprEnv() map[string]any {
+	return map[string]any{
+		"step_count":       e.traj.StepCount,
+		"escalation_count": e.traj.EscalationCount,
+		"error_count":      e.traj.ErrorCount,
+		"duration_seconds": e.traj.DurationSeconds(),
+		fnVar: func(name any) any {
+			s, _ := name.(string)
+			v, ok := e.vars[s]
+			if !ok {
+				panic(&EvalError{Kind: MissingVariable, Name: s,
+					Message: fmt.Sprintf("OUTCOME variable %q is missing", s)})
+			}
+			return v
+		},
+		// The observation functions are split by arity so that calls with
+		// zero or one argument use expr's typed, allocation-free call path.
+		fnObs: func(in ...any) any {
+			if len(in) == 0 {
+				panic(&EvalError{Kind: TypeMismatch, Message: "internal: observation call without a name"})
+			}
+			return e.mustObserve(in[0], in[1:])
+		},
+		fnObs0: func(name any) any {
+			return e.mustObserve(name, nil)
+		},
+		fnObs1: func(name, arg any) any {
+			var one [1]any
+			one[0] = arg
+			return e.mustObserve(name, one[:])
+		},
+		fnToolInv: func(name any) bool {
+			return e.traj.ToolCounts[toolName("tool_invoked", name)] > 0
+		},
+		fnToolCount: func(name any) int {
+			return e.traj.ToolCounts[toolName("tool_count", name)]
+		},
+		fnExpState: func(id any) string {
+			s, ok := id.(string)
+			if !ok {
+				panic(&EvalError{Kind: TypeMismatch, Name: "expectation_state",
+					Message: fmt.Sprintf("expectation_state expects a string id, got %s", typeName(id))})
+			}
+			if e.watcher == nil {
+				panic(&EvalError{Kind: NoWatcher, Name: "expectation_state",
+					Message: "expectation_state needs the expectations watcher, and none is attached"})
+			}
+			state, ok := e.watcher.ExpectationState(s)
+			if !ok {
+				panic(&EvalError{Kind: MissingExpectation, Name: s,
+					Message: fmt.Sprintf("expectation %q is unknown to the watcher", s)})
+			}
+			return state
+		},
+		fnLapseCount: func(kind any) int {
+			s, ok := kind.(string)
+			if !ok {
+				panic(&EvalError{Kind: TypeMismatch, Name: "lapse_count",
+					Message: fmt.Sprintf("lapse_count expects a string kind, got %s", typeName(kind))})
+			}
+			if e.watcher == nil {
+				panic(&EvalError{Kind: NoWatcher, Name: "lapse_count",
+					Message: "lapse_count needs the expectations watcher, and none is attached"})
+			}
+			return e.watcher.LapseCount(s)
+		},
+	}
+}
+
+// mustObserve returns the observation call(args...) or panics with a
+// MissingObservation *EvalError.
+func (e *Env) mustObserve(name any, args []any) any {
+	call, _ := name.(string)
+	v, ok := e.Observe(call, args...)
+	if !ok {
+		panic(&EvalError{Kind: MissingObservation, Name: call,
+			Message: "OUTCOME observation " + describeCall(call, args) + " is missing"})
+	}
+	return v
+}
+
+func toolName(fn string, v any) string {
+	s, ok := v.(string)
+	if !ok {
+		panic(&EvalError{Kind: TypeMismatch, Name: fn,
+			Message: fmt.Sprintf("%s expects a string tool name, got %s", fn, typeName(v))})
+	}
+	return s
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	if _, ok := toFloat(v); ok {
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// describeCall renders call(args...) with JSON arguments for messages.
+func describeCall(call string, args []any) string {
+	var b strings.Builder
+	b.WriteString(call)
+	b.WriteByte('(')
+	for i, a := range args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		j, err := json.Marshal(normalize(a))
+		if err != nil {
+			fmt.Fprintf(&b, "%v", a)
+			continue
+		}
+		b.Write(j)
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// toFloat returns v as a float64 when it is a Go number.
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// equalJSON compares an evaluated argument a with a normalised observation
+// argument b by JSON value, without allocating on the common paths.
+func equalJSON(a, b any) bool {
+	switch y := b.(type) {
+	case string:
+		x, ok := a.(string)
+		return ok && x == y
+	case float64:
+		x, ok := toFloat(a)
+		return ok && x == y
+	case bool:
+		x, ok := a.(bool)
+		return ok && x == y
+	case nil:
+		return a == nil
+	case []any:
+		x, ok := normalize(a).([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		x, ok := normalize(a).(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, yv := range y {
+			xv, ok := x[k]
+			if !ok || !equalJSON(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// normalize returns v in the form encoding/json decodes into an any:
+// float64, string, bool, nil, []any and map[string]any. Values of other
+// types go through a JSON round trip; a value that cannot be encoded (a
+// channel, NaN) becomes its fmt %v string so that normalize never fails.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool:
+		return x
+	case float64:
+		return x
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = normalize(x[i])
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalize(e)
+		}
+		return out
+	}
+	if f, ok := toFloat(v); ok {
+		return f
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Float32 || rv.Kind() == reflect.Float64 {
+		if f := rv.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprintf("%v", f)
+		}
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return out
+}
+
+// recorder collects what a traced evaluation read.
+type recorder struct {
+	seen map[string]bool
+	list []string
+}
+
+func (r *recorder) add(what string, v any) {
+	j, err := json.Marshal(normalize(v))
+	s := what + "=" + string(j)
+	if err != nil {
+		s = fmt.Sprintf("%s=%v", what, v)
+	}
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	if !r.seen[s] {
+		r.seen[s] = true
+		r.list = append(r.list, s)
+	}
+}
+
+// tracingEnv returns an expr environment like e.m whose lookups also
+// record what they return in rec.
+func (e *Env) tracingEnv(rec *recorder) map[string]any {
+	m := make(map[string]any, len(e.m))
+	for k, v := range e.m {
+		m[k] = v
+	}
+	obs := func(name any, args []any) any {
+		v := e.mustObserve(name, args)
+		call, _ := name.(string)
+		rec.add(describeCall(call, args), v)
+		return v
+	}
+	varFn := e.m[fnVar].(func(any) any)
+	m[fnVar] = func(name any) any {
+		v := varFn(name)
+		s, _ := name.(string)
+		rec.add(s, v)
+		return v
+	}
+	m[fnObs] = func(in ...any) any {
+		if len(in) == 0 {
+			panic(&EvalError{Kind: TypeMismatch, Message: "internal: observation call without a name"})
+		}
+		return obs(in[0], in[1:])
+	}
+	m[fnObs0] = func(name any) any { return obs(name, nil) }
+	m[fnObs1] = func(name, arg any) any { return obs(name, []any{arg}) }
+	inv := e.m[fnToolInv].(func(any) bool)
+	m[fnToolInv] = func(name any) bool {
+		v := inv(name)
+		s, _ := name.(string)
+		rec.add(describeCall("tool_invoked", []any{s}), v)
+		return v
+	}
+	cnt := e.m[fnToolCount].(func(any) int)
+	m[fnToolCount] = func(name any) int {
+		v := cnt(name)
+		s, _ := name.(string)
+		rec.add(describeCall("tool_count", []any{s}), v)
+		return v
+	}
+	st := e.m[fnExpState].(func(any) string)
+	m[fnExpState] = func(id any) string {
+		v := st(id)
+		rec.add(describeCall("expectation_state", []any{id}), v)
+		return v
+	}
+	lc := e.m[fnLapseCount].(func(any) int)
+	m[fnLapseCount] = func(kind any) int {
+		v := lc(kind)
+		if s, _ := kind.(string); s == "" {
+			rec.add("lapse_count()", v)
+		} else {
+			rec.add(describeCall("lapse_count", []any{kind}), v)
+		}
+		return v
+	}
+	return m
+}

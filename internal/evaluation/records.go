@@ -1,0 +1,126 @@
+package evaluation
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// The single-table layout of the evaluation loop (the same table as the
+// watcher's; key prefixes never collide):
+//
+//	item            PK               SK                 gsi1 PK / SK
+//	anticipation    ANT#<id>         ANT                PA#<plan> or SA#<scope> / <id>
+//	execution       PLAN#<plan>      EXEC
+//	event           PLAN#<plan>      EV#<seq, 12 digits>
+//	event id        PLAN#<plan>      EID#<event_id>
+//	verification    VER#<vid>        VER                AV#<anticipation> / <vid>
+const (
+	TypeAnticipation = "anticipation"
+	TypeExecution    = "execution"
+	TypeEvent        = "event"
+	TypeEventID      = "eventid"
+	TypeVerification = "verification"
+)
+
+var escaper = strings.NewReplacer("%", "%25", "#", "%23")
+
+func esc(s string) string { return escaper.Replace(s) }
+
+func anticipationKey(id string) store.Key { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
+func executionKey(plan string) store.Key  { return store.Key{PK: "PLAN#" + esc(plan), SK: "EXEC"} }
+func eventKey(plan string, seq int) store.Key {
+	return store.Key{PK: "PLAN#" + esc(plan), SK: fmt.Sprintf("EV#%012d", seq)}
+}
+func eventIDKey(plan, id string) store.Key {
+	return store.Key{PK: "PLAN#" + esc(plan), SK: "EID#" + esc(id)}
+}
+func verificationKey(id string) store.Key { return store.Key{PK: "VER#" + esc(id), SK: "VER"} }
+func planBoundPK(plan string) string      { return "PA#" + esc(plan) }
+func scopeBoundPK(scope string) string    { return "SA#" + esc(scope) }
+func byAnticipationPK(id string) string   { return "AV#" + esc(id) }
+
+// AnticipationRecord is a stored ANTICIPATE with its sealing state.
+type AnticipationRecord struct {
+	Anticipation json.RawMessage `json:"anticipation"`
+	Digest       string          `json:"digest"`
+	Sealed       bool            `json:"sealed"`
+	SealedAt     string          `json:"sealed_at,omitempty"`
+	// SealedBy names the plan whose first event sealed it.
+	SealedBy     string `json:"sealed_by,omitempty"`
+	Emitter      string `json:"emitter"`
+	DeclaredBy   string `json:"declared_by"`
+	ReceivedAt   string `json:"received_at"`
+	AgentID      string `json:"agent_id"`
+	PlanID       string `json:"plan_id,omitempty"`
+	ScopeID      string `json:"scope_envelope_id"`
+	AnticipateID string `json:"anticipation_id"`
+	version      int64
+}
+
+// Execution is the per-plan state: whether it began (sealing its bound
+// anticipations), the head of its digest chain, and whether it completed.
+type Execution struct {
+	PlanID      string   `json:"plan_id"`
+	ScopeID     string   `json:"scope_envelope_id,omitempty"`
+	Begun       bool     `json:"begun"`
+	BegunAt     string   `json:"begun_at,omitempty"`
+	Bound       []string `json:"bound,omitempty"`
+	Agents      []string `json:"agents,omitempty"`
+	Head        string   `json:"head"`
+	Count       int      `json:"count"`
+	Completed   bool     `json:"completed"`
+	CompletedAt string   `json:"completed_at,omitempty"`
+}
+
+// StoredEvent is one event of a plan's chain.
+type StoredEvent struct {
+	Seq     int             `json:"seq"`
+	EventID string          `json:"event_id"`
+	Type    string          `json:"event_type"`
+	Event   json.RawMessage `json:"event"`
+	Prev    string          `json:"prev"`
+	Digest  string          `json:"digest"`
+}
+
+type eventIDRecord struct {
+	Seq       int    `json:"seq"`
+	Digest    string `json:"digest"`
+	Canonical string `json:"canonical_sha256"`
+}
+
+// VerificationRecord is a stored VERIFY with the grades submitted to it.
+type VerificationRecord struct {
+	Verification anticipate.Verification `json:"verification"`
+	// JudgeErrors explains why HEURISTIC criteria are still pending.
+	JudgeErrors map[string]string `json:"judge_errors,omitempty"`
+}
+
+func mkItem(key store.Key, typ string, v any, idx map[store.IndexName]store.IndexKey) (store.Item, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{Key: key, Type: typ, Data: b, Index: idx}, nil
+}
+
+func anticipationItem(r *AnticipationRecord) (store.Item, error) {
+	idx := map[store.IndexName]store.IndexKey{}
+	if r.PlanID != "" {
+		idx[store.GSI1] = store.IndexKey{PK: planBoundPK(r.PlanID), SK: esc(r.AnticipateID)}
+	} else {
+		idx[store.GSI1] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
+	}
+	return mkItem(anticipationKey(r.AnticipateID), TypeAnticipation, r, idx)
+}
+
+func decode[T any](it store.Item) (*T, error) {
+	var v T
+	if err := json.Unmarshal(it.Data, &v); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", it.Key, err)
+	}
+	return &v, nil
+}

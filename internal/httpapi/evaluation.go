@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/evaluation"
+)
+
+func (h *Handler) evaluationRoutes(mux *http.ServeMux) {
+	mux.Handle("POST /v1/anticipations", h.authed(auth.AnticipationsWrite, h.declare))
+	mux.Handle("PUT /v1/anticipations/{id}", h.authed(auth.AnticipationsWrite, h.replace))
+	mux.Handle("GET /v1/anticipations/{id}", h.authed(auth.Read, h.getAnticipation))
+	mux.Handle("GET /v1/anticipations/{id}/verifications", h.authed(auth.Read, h.listVerifications))
+	mux.Handle("POST /v1/executions/{planId}/events", h.authed(auth.EventsWrite, h.appendEvent))
+	mux.Handle("GET /v1/executions/{planId}/events", h.authed(auth.Read, h.listEvents))
+	mux.Handle("GET /v1/verifications/{verificationId}", h.authed(auth.Read, h.getVerification))
+	mux.Handle("POST /v1/verifications/{verificationId}/grades", h.authed(auth.GradesWrite, h.grade))
+	mux.Handle("GET /v1/keys/verify", h.authed(auth.Read, h.verifyKey))
+}
+
+func actsFor(r *http.Request) evaluation.Authorizer {
+	p := PrincipalOf(r.Context())
+	return func(agentID string) bool { return p != nil && p.ActsFor(agentID) }
+}
+
+func (h *Handler) declare(w http.ResponseWriter, r *http.Request) error {
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	out, created, err := h.Eval.Declare(r.Context(), b, PrincipalOf(r.Context()).Name, actsFor(r))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, out)
+	return nil
+}
+
+func (h *Handler) replace(w http.ResponseWriter, r *http.Request) error {
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	out, err := h.Eval.Replace(r.Context(), r.PathValue("id"), b, PrincipalOf(r.Context()).Name, actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type anticipationResponse struct {
+	Anticipation any    `json:"anticipation"`
+	Sealed       bool   `json:"sealed"`
+	SealedAt     string `json:"sealed_at,omitempty"`
+	Digest       string `json:"digest"`
+	Emitter      string `json:"emitter"`
+	DeclaredBy   string `json:"declared_by"`
+}
+
+func (h *Handler) getAnticipation(w http.ResponseWriter, r *http.Request) error {
+	rec, err := h.Eval.Anticipation(r.Context(), r.PathValue("id"), actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, anticipationResponse{Anticipation: rec.Anticipation, Sealed: rec.Sealed, SealedAt: rec.SealedAt, Digest: rec.Digest, Emitter: rec.Emitter, DeclaredBy: rec.DeclaredBy})
+	return nil
+}
+
+func (h *Handler) listVerifications(w http.ResponseWriter, r *http.Request) error {
+	vs, err := h.Eval.Verifications(r.Context(), r.PathValue("id"), actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"verifications": vs})
+	return nil
+}
+
+func (h *Handler) appendEvent(w http.ResponseWriter, r *http.Request) error {
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	out, err := h.Eval.AppendEvent(r.Context(), r.PathValue("planId"), b, actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, out)
+	return nil
+}
+
+func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
+	ex, err := h.Eval.Execution(r.Context(), r.PathValue("planId"))
+	if err != nil {
+		return err
+	}
+	allowed := false
+	for _, a := range ex.Agents {
+		if actsFor(r)(a) {
+			allowed = true
+		}
+	}
+	if !allowed {
+		return errs.E(errs.Forbidden, "token may not act for the agents of plan %q", ex.PlanID)
+	}
+	evs, err := h.Eval.Events(r.Context(), ex.PlanID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"execution": ex, "events": evs})
+	return nil
+}
+
+func (h *Handler) getVerification(w http.ResponseWriter, r *http.Request) error {
+	vr, err := h.Eval.Verification(r.Context(), r.PathValue("verificationId"), actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, vr.Verification)
+	return nil
+}
+
+type gradeRequest struct {
+	CriterionID string   `json:"criterion_id"`
+	Score       *float64 `json:"score"`
+	Rationale   string   `json:"rationale,omitempty"`
+}
+
+func (h *Handler) grade(w http.ResponseWriter, r *http.Request) error {
+	var req gradeRequest
+	if err := h.Decode(r, &req); err != nil {
+		return err
+	}
+	var c errs.Collector
+	if req.CriterionID == "" {
+		c.Add("criterion_id", "is required")
+	}
+	if req.Score == nil {
+		c.Add("score", "is required (a number in [0, 1])")
+	}
+	if err := c.Err("invalid grade"); err != nil {
+		return err
+	}
+	v, err := h.Eval.SubmitGrade(r.Context(), r.PathValue("verificationId"), req.CriterionID, *req.Score, req.Rationale, "human:"+PrincipalOf(r.Context()).Name, actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *Handler) verifyKey(w http.ResponseWriter, r *http.Request) error {
+	pub := h.Eval.PublicKey()
+	if pub == nil {
+		return errs.E(errs.NotFound, "this server does not sign VERIFY messages")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"alg": "Ed25519", "public_key": base64.RawURLEncoding.EncodeToString(pub)})
+	return nil
+}
