@@ -124,7 +124,7 @@ func Run(ctx context.Context, fr store.FeedReader, p *Processor, log *slog.Logge
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		changes, err := fr.ReadFeed(ctx, 256)
+		changes, err := fr.ReadFeed(ctx, 2048)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -171,7 +171,7 @@ func Run(ctx context.Context, fr store.FeedReader, p *Processor, log *slog.Logge
 // shutdown and in tests.
 func Drain(ctx context.Context, fr store.FeedReader, p *Processor) error {
 	for {
-		changes, err := fr.ReadFeed(ctx, 256)
+		changes, err := fr.ReadFeed(ctx, 2048)
 		if err != nil || len(changes) == 0 {
 			return err
 		}

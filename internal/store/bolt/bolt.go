@@ -110,6 +110,12 @@ type Store struct {
 	db     *bbolt.DB
 	signal chan struct{}
 
+	groupMu    sync.Mutex
+	queue      []*commitReq
+	kick       chan struct{}
+	stopping   bool // set under groupMu by Close
+	writerDone chan struct{}
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -153,7 +159,9 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	return &Store{db: db, signal: make(chan struct{}, 1)}, nil
+	st := &Store{db: db, signal: make(chan struct{}, 1), kick: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	go st.writer()
+	return st, nil
 }
 
 // Close releases the file. It waits for running reads to finish; commits
@@ -162,7 +170,13 @@ func Open(path string, opts Options) (*Store, error) {
 // an error wrapping ErrClosed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// Commits already queued are written; later ones fail.
+		s.groupMu.Lock()
 		s.closed.Store(true)
+		s.stopping = true
+		close(s.kick)
+		s.groupMu.Unlock()
+		<-s.writerDone
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("bolt: close: %w", err)
 		}
@@ -372,32 +386,105 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	if err != nil {
 		return err
 	}
-	var appended int
-	err = s.db.Batch(func(tx *bbolt.Tx) error {
-		// Batch may run this more than once, each time in a fresh
-		// transaction; everything it sets is reset first.
-		appended = 0
-		n, err := apply(tx, ops, true)
-		if err != nil {
-			return err
-		}
-		appended = n
-		return nil
-	})
+	req := &commitReq{ops: ops, done: make(chan struct{})}
+	s.enqueue(req)
+	<-req.done
+	err = req.err
 	if err != nil {
 		var ce *store.ConflictError
-		if errors.As(err, &ce) || errors.Is(err, store.ErrInvalid) {
+		if errors.As(err, &ce) || errors.Is(err, store.ErrInvalid) || errors.Is(err, ErrClosed) {
 			return err
 		}
 		return dbErr("commit", err)
 	}
-	if appended > 0 {
+	if req.appended > 0 {
 		select {
 		case s.signal <- struct{}{}:
 		default:
 		}
 	}
 	return nil
+}
+
+// commitReq is one Commit waiting for the group commit.
+type commitReq struct {
+	ops      []op
+	appended int
+	err      error
+	done     chan struct{}
+}
+
+// maxGroup bounds the commits that share one transaction.
+const maxGroup = 2000
+
+// enqueue hands req to the group commit. Commits arriving while a
+// transaction is being written wait and then share the next one, so under
+// load one fsync serves every commit queued behind it, and a lone commit
+// waits for nobody. This replaces bbolt's DB.Batch, whose fixed window
+// forms small batches that queue up behind each other on a slow disk.
+func (s *Store) enqueue(req *commitReq) {
+	s.groupMu.Lock()
+	defer s.groupMu.Unlock()
+	if s.stopping {
+		req.err = ErrClosed
+		close(req.done)
+		return
+	}
+	s.queue = append(s.queue, req)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writer is the store's one committing goroutine: it takes everything
+// queued and writes it in one transaction, again and again, until Close.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	for range s.kick {
+		s.writeGroups()
+	}
+	s.writeGroups() // write whatever was queued before Close
+}
+
+func (s *Store) writeGroups() {
+	for {
+		s.groupMu.Lock()
+		group := s.queue
+		if len(group) > maxGroup {
+			group = group[:maxGroup]
+		}
+		s.queue = s.queue[len(group):]
+		if len(group) == 0 {
+			s.groupMu.Unlock()
+			return
+		}
+		s.groupMu.Unlock()
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			for _, r := range group {
+				// Conditions are checked before anything is written, so a
+				// failed commit leaves the shared transaction untouched.
+				r.appended, r.err = apply(tx, r.ops, true)
+				var ce *store.ConflictError
+				if r.err != nil && !errors.As(r.err, &ce) {
+					return r.err
+				}
+			}
+			return nil
+		})
+		for _, r := range group {
+			if err != nil {
+				var ce *store.ConflictError
+				if r.err == nil || errors.As(r.err, &ce) {
+					// The transaction rolled back: nothing of this group
+					// was written.
+					r.err = err
+				}
+				r.appended = 0
+			}
+			close(r.done)
+		}
+	}
 }
 
 // op is one validated write, with its keys encoded.

@@ -1,0 +1,591 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+)
+
+// ---- record conversion ----
+
+// Stream event names.
+const (
+	eventInsert = "INSERT"
+	eventModify = "MODIFY"
+	eventRemove = "REMOVE"
+)
+
+// ChangeFromStreamRecord converts one record of a DynamoDB stream event, as
+// Lambda delivers it, into a store.Change: Seq is the record's
+// SequenceNumber, Old and New are decoded from OldImage and NewImage with
+// the adapter's attribute layout (an INSERT has no Old, a REMOVE no New).
+// It returns an error wrapping ErrCorrupt when the record has no sequence
+// number or event name, lacks an image its event needs (the stream must be
+// NEW_AND_OLD_IMAGES), or holds an image that is not an item of the
+// adapter's layout.
+func ChangeFromStreamRecord(rec events.DynamoDBEventRecord) (store.Change, error) {
+	keys, err := fromEventImage(rec.Change.Keys)
+	if err != nil {
+		return store.Change{}, err
+	}
+	oldImg, err := fromEventImage(rec.Change.OldImage)
+	if err != nil {
+		return store.Change{}, err
+	}
+	newImg, err := fromEventImage(rec.Change.NewImage)
+	if err != nil {
+		return store.Change{}, err
+	}
+	return changeFromImages(rec.Change.SequenceNumber, rec.EventName, keys, oldImg, newImg)
+}
+
+// ChangeFromRecord converts one record returned by DynamoDB Streams'
+// GetRecords into a store.Change, as ChangeFromStreamRecord does for Lambda's
+// records, with the same error contract.
+func ChangeFromRecord(rec streamtypes.Record) (store.Change, error) {
+	if rec.Dynamodb == nil {
+		return store.Change{}, corruptf("stream record has no dynamodb body")
+	}
+	keys, err := fromStreamImage(rec.Dynamodb.Keys)
+	if err != nil {
+		return store.Change{}, err
+	}
+	oldImg, err := fromStreamImage(rec.Dynamodb.OldImage)
+	if err != nil {
+		return store.Change{}, err
+	}
+	newImg, err := fromStreamImage(rec.Dynamodb.NewImage)
+	if err != nil {
+		return store.Change{}, err
+	}
+	return changeFromImages(aws.ToString(rec.Dynamodb.SequenceNumber), string(rec.EventName), keys, oldImg, newImg)
+}
+
+func changeFromImages(seq, event string, keys, oldImg, newImg map[string]types.AttributeValue) (store.Change, error) {
+	if seq == "" || !isDecimal(seq) {
+		return store.Change{}, corruptf("stream record has sequence number %q", seq)
+	}
+	ch := store.Change{Seq: seq}
+	needOld, needNew := false, false
+	switch event {
+	case eventInsert:
+		needNew = true
+	case eventModify:
+		needOld, needNew = true, true
+	case eventRemove:
+		needOld = true
+	default:
+		return store.Change{}, corruptf("stream record %s has event name %q", seq, event)
+	}
+	if needOld {
+		if len(oldImg) == 0 {
+			return store.Change{}, corruptf("stream record %s (%s) has no old image: the stream must be NEW_AND_OLD_IMAGES", seq, event)
+		}
+		it, err := decodeItem(oldImg)
+		if err != nil {
+			return store.Change{}, fmt.Errorf("stream record %s old image: %w", seq, err)
+		}
+		ch.Old = &it
+		ch.Key = it.Key
+	}
+	if needNew {
+		if len(newImg) == 0 {
+			return store.Change{}, corruptf("stream record %s (%s) has no new image: the stream must be NEW_AND_OLD_IMAGES", seq, event)
+		}
+		it, err := decodeItem(newImg)
+		if err != nil {
+			return store.Change{}, fmt.Errorf("stream record %s new image: %w", seq, err)
+		}
+		ch.New = &it
+		ch.Key = it.Key
+	}
+	if len(keys) > 0 {
+		pk, err1 := getS(keys, attrPK, true)
+		sk, err2 := getS(keys, attrSK, true)
+		if err := errors.Join(err1, err2); err != nil {
+			return store.Change{}, fmt.Errorf("stream record %s keys: %w", seq, err)
+		}
+		if k := (store.Key{PK: pk, SK: sk}); k != ch.Key {
+			return store.Change{}, corruptf("stream record %s: keys %s differ from the image's %s", seq, k, ch.Key)
+		}
+	}
+	return ch, nil
+}
+
+// fromEventImage converts a Lambda image into SDK attribute values.
+func fromEventImage(m map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for name, v := range m {
+		av, err := fromEventAV(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", name, err)
+		}
+		out[name] = av
+	}
+	return out, nil
+}
+
+// fromEventAV converts one Lambda attribute value. The events package's
+// accessors panic on a type mismatch, so each is called only for its own
+// DataType.
+func fromEventAV(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, len(l))
+		for i, e := range l {
+			av, err := fromEventAV(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m, err := fromEventImage(v.Map())
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = map[string]types.AttributeValue{}
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	default:
+		return nil, corruptf("unknown attribute data type %v", v.DataType())
+	}
+}
+
+// fromStreamImage converts a DynamoDB Streams image into DynamoDB attribute
+// values (the two SDK clients have distinct but identical types).
+func fromStreamImage(m map[string]streamtypes.AttributeValue) (map[string]types.AttributeValue, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for name, v := range m {
+		av, err := fromStreamAV(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", name, err)
+		}
+		out[name] = av
+	}
+	return out, nil
+}
+
+func fromStreamAV(v streamtypes.AttributeValue) (types.AttributeValue, error) {
+	switch v := v.(type) {
+	case *streamtypes.AttributeValueMemberS:
+		return &types.AttributeValueMemberS{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberN:
+		return &types.AttributeValueMemberN{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberB:
+		return &types.AttributeValueMemberB{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberBOOL:
+		return &types.AttributeValueMemberBOOL{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberNULL:
+		return &types.AttributeValueMemberNULL{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberSS:
+		return &types.AttributeValueMemberSS{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberNS:
+		return &types.AttributeValueMemberNS{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberBS:
+		return &types.AttributeValueMemberBS{Value: v.Value}, nil
+	case *streamtypes.AttributeValueMemberL:
+		out := make([]types.AttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			av, err := fromStreamAV(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case *streamtypes.AttributeValueMemberM:
+		m, err := fromStreamImage(v.Value)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = map[string]types.AttributeValue{}
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	default:
+		return nil, corruptf("unknown attribute value %T", v)
+	}
+}
+
+// ---- sequence numbers ----
+
+// isDecimal reports whether s is a non-empty string of ASCII digits.
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// seqLess orders decimal sequence numbers of any length; "" is below all.
+func seqLess(a, b string) bool {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// ---- stream reader ----
+
+// StreamOptions configures a StreamReader. The zero value is usable.
+type StreamOptions struct {
+	// PollInterval is the period of FeedSignal's ticks; zero means one
+	// second.
+	PollInterval time.Duration
+	// EmptyPolls is how many consecutive empty GetRecords answers on an
+	// open shard end a ReadFeed's read of that shard; zero means one.
+	// DynamoDB may answer empty pages before the records of a shard, so a
+	// poller that must not lag may raise it, at one call per empty page.
+	EmptyPolls int
+}
+
+// StreamReader reads a table's DynamoDB stream (DescribeStream,
+// GetShardIterator, GetRecords) and hands out store.Changes. It implements
+// store.FeedReader for a single consumer: the acknowledged position is kept
+// in memory only, so a new StreamReader starts again at the oldest record
+// the stream retains (TRIM_HORIZON). It is safe for concurrent use, though
+// ReadFeed and AckFeed calls are serialized.
+type StreamReader struct {
+	client *dynamodbstreams.Client
+	arn    string
+	opts   StreamOptions
+
+	mu       sync.Mutex
+	closed   bool
+	acked    string            // highest acknowledged Seq; "" for none
+	pos      map[string]string // shard -> an acknowledged Seq in it to read after
+	ends     map[string]string // closed shard read to its end -> its last Seq ("" if none)
+	lastRead []readMark        // what the last ReadFeed returned
+
+	signalOnce sync.Once
+	signal     chan struct{}
+	stop       chan struct{}
+}
+
+type readMark struct{ shard, seq string }
+
+var _ store.FeedReader = (*StreamReader)(nil)
+
+// NewStreamReader returns a reader of the stream streamARN (see StreamARN),
+// positioned before its oldest retained record. It makes no call.
+func NewStreamReader(client *dynamodbstreams.Client, streamARN string, opts StreamOptions) *StreamReader {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.EmptyPolls <= 0 {
+		opts.EmptyPolls = 1
+	}
+	return &StreamReader{
+		client: client,
+		arn:    streamARN,
+		opts:   opts,
+		pos:    map[string]string{},
+		ends:   map[string]string{},
+		signal: make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+}
+
+// Close stops FeedSignal's ticker. Closing again is a no-op; it always
+// returns nil. After Close, ReadFeed and AckFeed return an error wrapping
+// ErrClosed.
+func (r *StreamReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	return nil
+}
+
+// FeedSignal returns a channel with a buffer of one that receives a
+// (coalesced, non-blocking) tick every PollInterval until Close. DynamoDB
+// Streams cannot push, so a tick means "poll now", not that changes are
+// waiting; every commit is followed by a tick within PollInterval.
+func (r *StreamReader) FeedSignal() <-chan struct{} {
+	r.signalOnce.Do(func() {
+		go func() {
+			t := time.NewTicker(r.opts.PollInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-r.stop:
+					return
+				case <-t.C:
+					select {
+					case r.signal <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	})
+	return r.signal
+}
+
+// ReadFeed returns up to limit unacknowledged changes without waiting,
+// ordered by sequence number (so in commit order for each item), reading
+// every shard of the stream from its acknowledged position. It consumes
+// nothing: reading again returns the same changes until AckFeed.
+//
+// It returns an error wrapping store.ErrInvalid when limit is not positive,
+// ErrClosed after Close, ErrCorrupt for a record that does not convert (see
+// ChangeFromRecord), ctx.Err() when ctx is done before the first call, and
+// the SDK's error (wrapped) when a call fails.
+func (r *StreamReader) ReadFeed(ctx context.Context, limit int) ([]store.Change, error) {
+	if limit <= 0 {
+		return nil, invalidf("feed read limit must be positive, got %d", limit)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin(ctx); err != nil {
+		return nil, err
+	}
+	shards, err := r.shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type rec struct {
+		mark readMark
+		ch   store.Change
+	}
+	var all []rec
+	live := make(map[string]bool, len(shards))
+	for _, shard := range shards {
+		live[shard] = true
+		if end, ok := r.ends[shard]; ok && !seqLess(r.acked, end) {
+			continue // closed, and acknowledged to its end
+		}
+		chs, err := r.readShard(ctx, shard, limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, ch := range chs {
+			all = append(all, rec{readMark{shard, ch.Seq}, ch})
+		}
+	}
+	for shard := range r.pos {
+		if !live[shard] {
+			delete(r.pos, shard) // expired from the stream
+		}
+	}
+	for shard := range r.ends {
+		if !live[shard] {
+			delete(r.ends, shard)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b rec) int {
+		switch {
+		case seqLess(a.ch.Seq, b.ch.Seq):
+			return -1
+		case seqLess(b.ch.Seq, a.ch.Seq):
+			return 1
+		}
+		return 0
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]store.Change, len(all))
+	r.lastRead = r.lastRead[:0]
+	for i, x := range all {
+		out[i] = x.ch
+		r.lastRead = append(r.lastRead, x.mark)
+	}
+	return out, nil
+}
+
+func (r *StreamReader) begin(ctx context.Context) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.client == nil || r.arn == "" {
+		return errors.New("dynamo: stream reader has no client or stream ARN")
+	}
+	return ctx.Err()
+}
+
+// shards lists the stream's shard IDs.
+func (r *StreamReader) shards(ctx context.Context) ([]string, error) {
+	var ids []string
+	var start *string
+	for {
+		out, err := r.client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{
+			StreamArn:             aws.String(r.arn),
+			ExclusiveStartShardId: start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: describe stream: %w", err)
+		}
+		if out.StreamDescription == nil {
+			return ids, nil
+		}
+		for _, s := range out.StreamDescription.Shards {
+			if id := aws.ToString(s.ShardId); id != "" {
+				ids = append(ids, id)
+			}
+		}
+		start = out.StreamDescription.LastEvaluatedShardId
+		if start == nil {
+			return ids, nil
+		}
+	}
+}
+
+// readShard returns up to limit unacknowledged changes of one shard, in
+// order, starting after the shard's acknowledged position. When it reads a
+// closed shard to its end it notes the shard's last sequence number, so
+// that the shard is skipped once that is acknowledged.
+func (r *StreamReader) readShard(ctx context.Context, shard string, limit int) ([]store.Change, error) {
+	iter, err := r.iterator(ctx, shard, r.pos[shard])
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Change
+	skipped, last := "", r.pos[shard]
+	empty := 0
+	for iter != nil && len(out) < limit {
+		page, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{
+			ShardIterator: iter,
+			Limit:         aws.Int32(1000),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: get records of shard %s: %w", shard, err)
+		}
+		for _, rec := range page.Records {
+			if rec.Dynamodb == nil {
+				return nil, corruptf("stream record without a body in shard %s", shard)
+			}
+			if seq := aws.ToString(rec.Dynamodb.SequenceNumber); seqLess(last, seq) {
+				last = seq
+			}
+		}
+		for _, rec := range page.Records {
+			seq := aws.ToString(rec.Dynamodb.SequenceNumber)
+			if !seqLess(r.acked, seq) {
+				skipped = seq // acknowledged already
+				continue
+			}
+			if len(out) == limit {
+				break
+			}
+			ch, err := ChangeFromRecord(rec)
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: shard %s: %w", shard, err)
+			}
+			out = append(out, ch)
+		}
+		iter = page.NextShardIterator // nil past the end of a closed shard
+		if len(page.Records) == 0 {
+			if empty++; empty >= r.opts.EmptyPolls {
+				break
+			}
+		} else {
+			empty = 0
+		}
+	}
+	if iter == nil {
+		r.ends[shard] = last
+	}
+	if skipped != "" && seqLess(r.pos[shard], skipped) {
+		r.pos[shard] = skipped
+	}
+	return out, nil
+}
+
+// iterator returns a shard iterator after seq, or at the shard's oldest
+// record when seq is empty or has been trimmed away.
+func (r *StreamReader) iterator(ctx context.Context, shard, seq string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{
+		StreamArn:         aws.String(r.arn),
+		ShardId:           aws.String(shard),
+		ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
+	}
+	if seq != "" {
+		in.ShardIteratorType = streamtypes.ShardIteratorTypeAfterSequenceNumber
+		in.SequenceNumber = aws.String(seq)
+	}
+	out, err := r.client.GetShardIterator(ctx, in)
+	var trimmed *streamtypes.TrimmedDataAccessException
+	if err != nil && seq != "" && errors.As(err, &trimmed) {
+		return r.iterator(ctx, shard, "")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: shard iterator of %s: %w", shard, err)
+	}
+	return out.ShardIterator, nil
+}
+
+// AckFeed acknowledges every change with Seq <= upTo, in memory: later
+// ReadFeeds skip them, and read each shard from the last acknowledged record
+// that an earlier ReadFeed returned from it. Acknowledging an acknowledged
+// (or earlier) position is a no-op. It makes no call.
+//
+// It returns an error wrapping store.ErrInvalid when upTo is not a decimal
+// sequence number, ErrClosed after Close, and ctx.Err() when ctx is done.
+func (r *StreamReader) AckFeed(ctx context.Context, upTo string) error {
+	if !isDecimal(upTo) || len(upTo) > 64 {
+		return invalidf("malformed feed sequence %q", upTo)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if seqLess(r.acked, upTo) {
+		r.acked = upTo
+	}
+	for _, m := range r.lastRead {
+		if !seqLess(upTo, m.seq) && seqLess(r.pos[m.shard], m.seq) {
+			r.pos[m.shard] = m.seq
+		}
+	}
+	return nil
+}
