@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/outbox"
 )
@@ -41,6 +43,11 @@ func run() error {
 	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
 	allowPrivateJudge := flag.Bool("allow-private-judge", true, "let the judge be on loopback or a private address")
+	awsEndpoint := flag.String("aws-endpoint", "", "AWS mode: run the Lambda handlers against this endpoint (LocalStack http://127.0.0.1:4566, moto); polls the table's stream and fires due schedules")
+	table := flag.String("table", "clockwork", "AWS mode: DynamoDB table (created if missing)")
+	group := flag.String("schedule-group", "clockwork", "AWS mode: EventBridge Scheduler group (created if missing)")
+	clockARN := flag.String("clock-function-arn", "arn:aws:lambda:us-east-1:000000000000:function:clockwork-clock", "AWS mode: Scheduler target")
+	roleARN := flag.String("scheduler-role-arn", "arn:aws:iam::000000000000:role/clockwork-scheduler", "AWS mode: role Scheduler assumes")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -69,23 +76,57 @@ func run() error {
 		authn, _ = auth.New([]auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}})
 	}
 
-	rules := expect.DefaultConfig()
-	rules.MaxLineage = *maxLineage
-	a, err := app.Start(app.Config{
-		DataDir: *data, Auth: authn, Log: log, Rules: rules,
-		AllowPrivateAgents: *allowPrivate,
-		Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
-		JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
-	})
-	if err != nil {
-		return err
+	var handler http.Handler
+	var closeRuntime func() error
+	if *awsEndpoint != "" {
+		tokensJSON := ""
+		if *tokens != "" {
+			b, err := os.ReadFile(*tokens)
+			if err != nil {
+				return err
+			}
+			tokensJSON = string(b)
+		} else {
+			b, _ := json.Marshal(auth.File{Tokens: []auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}}})
+			tokensJSON = string(b)
+		}
+		rt, err := awsrt.New(context.Background(), awsrt.Config{
+			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN,
+			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
+			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			Endpoint: *awsEndpoint, Stage: "local", Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{Create: true})
+		if err != nil {
+			return err
+		}
+		handler = rt.HTTP()
+		closeRuntime = func() error { local.Close(); return nil }
+		log.Info("AWS mode", "endpoint", *awsEndpoint, "table", *table, "scheduleGroup", *group)
+	} else {
+		rules := expect.DefaultConfig()
+		rules.MaxLineage = *maxLineage
+		a, err := app.Start(app.Config{
+			DataDir: *data, Auth: authn, Log: log, Rules: rules,
+			AllowPrivateAgents: *allowPrivate,
+			Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
+			JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
+		})
+		if err != nil {
+			return err
+		}
+		handler = a.Handler
+		closeRuntime = a.Close
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		a.Close()
+		closeRuntime()
 		return err
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	fmt.Printf("clockwork listening on http://%s (data in %s)\n", ln.Addr(), *data)
 	if generated != "" {
 		fmt.Printf("token (every scope, every agent; printed once): %s\n", generated)
@@ -98,7 +139,7 @@ func run() error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		a.Close()
+		closeRuntime()
 		return err
 	case <-ctx.Done():
 	}
@@ -108,5 +149,5 @@ func run() error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("shutdown", "err", err)
 	}
-	return a.Close()
+	return closeRuntime()
 }

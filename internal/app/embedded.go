@@ -112,7 +112,7 @@ func Start(cfg Config) (*App, error) {
 		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client})
 	}
 	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
-	a.Timers = timers.New(a.Watcher.Tick, cfg.TimerWorkers, cfg.Log)
+	a.Timers = timers.New(a.Watcher.TickMany, cfg.TimerWorkers, cfg.Log)
 	a.Timers.Lateness = cfg.Lateness
 	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher}
 	if cfg.JudgeURL != "" {

@@ -131,7 +131,7 @@ func result(t *testing.T, v anticipate.Verification, id string) anticipate.Resul
 	return anticipate.Result{}
 }
 
-func TestSeedEndToEnd(t *testing.T) {
+func scenarioSeedEndToEnd(t *testing.T) {
 	e := startEnv(t)
 	seed := signed(t, seedMessage(t))
 	var d evaluation.Declared
@@ -204,7 +204,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	}
 }
 
-func TestSeedVariants(t *testing.T) {
+func scenarioSeedVariants(t *testing.T) {
 	e := startEnv(t)
 	cases := []struct {
 		name    string
@@ -246,7 +246,7 @@ func TestSeedVariants(t *testing.T) {
 	}
 }
 
-func TestHumanGradeLifecycle(t *testing.T) {
+func scenarioHumanGradeLifecycle(t *testing.T) {
 	e := startEnv(t)
 	body := variant(t, "ant-h", "plan-h", func(m map[string]any) {
 		m["grading_policy"].(map[string]any)["grader_type"] = "COMPOSITE"
@@ -277,7 +277,7 @@ func TestHumanGradeLifecycle(t *testing.T) {
 	problem(t, e.must(409, e.call("POST", path, map[string]any{"criterion_id": "oc-h", "score": 0})))
 }
 
-func TestHeuristicJudge(t *testing.T) {
+func scenarioHeuristicJudge(t *testing.T) {
 	calls := 0
 	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++
@@ -315,7 +315,7 @@ func TestHeuristicJudge(t *testing.T) {
 	}
 }
 
-func TestAssertionsReadTheWatcher(t *testing.T) {
+func scenarioAssertionsReadTheWatcher(t *testing.T) {
 	e := startEnv(t)
 	// The seed's agent keeps promises through the watcher.
 	const ag = seedAgent
@@ -347,7 +347,7 @@ func registerAs(t *testing.T, e *testEnv, agent string) []byte {
 	return card
 }
 
-func TestDigestChainRecomputedAndTamperDetected(t *testing.T) {
+func scenarioDigestChainRecomputedAndTamperDetected(t *testing.T) {
 	e := startEnv(t)
 	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-c", "plan-c")))
 	runPlan(t, e, "plan-c", 3, nil, allGood())
@@ -391,7 +391,7 @@ func TestDigestChainRecomputedAndTamperDetected(t *testing.T) {
 	}
 }
 
-func TestEvaluationBadInput(t *testing.T) {
+func scenarioEvaluationBadInput(t *testing.T) {
 	e := startEnv(t)
 	unsigned := seedMessage(t)
 	raw, _ := json.Marshal(unsigned)
@@ -432,7 +432,7 @@ func TestEvaluationBadInput(t *testing.T) {
 	e.must(404, e.call("POST", "/v1/verifications/vrf-nope/grades", map[string]any{"criterion_id": "x", "score": 1}))
 }
 
-func TestVerifySurvivesCrashBeforeFeed(t *testing.T) {
+func scenarioVerifySurvivesCrashBeforeFeed(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.PauseFeed = true })
 	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-k", "plan-k")))
 	runPlan(t, e, "plan-k", 3, nil, allGood())
@@ -452,7 +452,7 @@ func TestVerifySurvivesCrashBeforeFeed(t *testing.T) {
 	// Replaying the whole feed again produces no second VERIFY.
 	e.stop()
 	e.restart()
-	if err := e.app.Eval.Verify(t.Context(), "plan-k"); err != nil {
+	if err := e.verify("plan-k"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitVerification("ant-k")

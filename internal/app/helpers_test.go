@@ -3,7 +3,10 @@ package app
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,8 +16,10 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/outbox"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 )
 
 const (
@@ -30,15 +35,43 @@ type testEnv struct {
 	cfg Config
 	app *App
 	srv *httptest.Server
+
+	// AWS mode.
+	aws   bool
+	table string
+	rt    *awsrt.Runtime
+	local *awsrt.Local
+}
+
+// backendKind selects the backend startEnv starts ("embedded" or "aws").
+var backendKind = "embedded"
+
+var emulatorEndpoint string
+
+var _, testSigningKey, _ = ed25519.GenerateKey(nil)
+
+// startEmulator starts (once per test binary) the moto server that plays
+// DynamoDB, DynamoDB Streams and EventBridge Scheduler. With CI=true a
+// missing emulator fails the test.
+func startEmulator(t *testing.T) {
+	t.Helper()
+	emulatorEndpoint = dynamotest.Start(t)
+}
+
+func tokensJSON(t *testing.T) string {
+	b, _ := json.Marshal(auth.File{Tokens: testTokens})
+	return string(b)
+}
+
+var testTokens = []auth.TokenSpec{
+	{Token: adminToken, Principal: "admin", Scopes: auth.AllScopes, Agents: []string{"*"}},
+	{Token: readerToken, Principal: "reader", Scopes: []auth.Scope{auth.Read}, Agents: []string{"*"}},
+	{Token: otherToken, Principal: "other", Scopes: auth.AllScopes, Agents: []string{"someone-else"}},
+	{Token: factsToken, Principal: "reporter-7", Scopes: []auth.Scope{auth.FactsWrite, auth.Read}, Agents: []string{"*"}},
 }
 
 func testAuth(t *testing.T) *auth.Authenticator {
-	a, err := auth.New([]auth.TokenSpec{
-		{Token: adminToken, Principal: "admin", Scopes: auth.AllScopes, Agents: []string{"*"}},
-		{Token: readerToken, Principal: "reader", Scopes: []auth.Scope{auth.Read}, Agents: []string{"*"}},
-		{Token: otherToken, Principal: "other", Scopes: auth.AllScopes, Agents: []string{"someone-else"}},
-		{Token: factsToken, Principal: "reporter-7", Scopes: []auth.Scope{auth.FactsWrite, auth.Read}, Agents: []string{"*"}},
-	})
+	a, err := auth.New(testTokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +81,7 @@ func testAuth(t *testing.T) *auth.Authenticator {
 // startEnv starts the embedded runtime on a fresh data directory.
 func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dir: t.TempDir()}
+	e := &testEnv{t: t, dir: t.TempDir(), aws: backendKind == "aws"}
 	e.cfg = Config{
 		DataDir:            e.dir,
 		Auth:               testAuth(t),
@@ -69,12 +102,48 @@ func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 
 func (e *testEnv) restart() {
 	e.t.Helper()
+	if e.aws {
+		e.restartAWS()
+		return
+	}
 	a, err := Start(e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.app = a
 	e.srv = httptest.NewServer(a.Handler)
+}
+
+// restartAWS starts the AWS runtime on the emulator, on the same table
+// and schedule group as before a stop.
+func (e *testEnv) restartAWS() {
+	e.t.Helper()
+	if emulatorEndpoint == "" {
+		e.t.Fatal("AWS mode needs the emulator: call startEmulator first")
+	}
+	if e.table == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		e.table = fmt.Sprintf("cw-%x", b)
+	}
+	log := e.cfg.Log
+	attempts := e.cfg.Outbox.MaxAttempts
+	rt, err := awsrt.New(context.Background(), awsrt.Config{
+		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
+		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
+		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: true, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
+		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
+		SigningKey: testSigningKey,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.rt, e.local = rt, local
+	e.srv = httptest.NewServer(rt.HTTP())
 }
 
 func (e *testEnv) stop() {
@@ -86,6 +155,18 @@ func (e *testEnv) stop() {
 		_ = e.app.Close()
 		e.app = nil
 	}
+	if e.local != nil {
+		e.local.Close()
+		e.local, e.rt = nil, nil
+	}
+}
+
+// verify runs VERIFY for a plan directly (as a replayed feed record would).
+func (e *testEnv) verify(plan string) error {
+	if e.aws {
+		return e.rt.Eval.Verify(context.Background(), plan)
+	}
+	return e.app.Eval.Verify(context.Background(), plan)
 }
 
 type resp struct {

@@ -55,7 +55,7 @@ func fact(key, observed string) map[string]any {
 	return map[string]any{"factKey": key, "observedAt": observed, "source": "forged-source"}
 }
 
-func TestCardsAndAuth(t *testing.T) {
+func scenarioCardsAndAuth(t *testing.T) {
 	e := startEnv(t)
 	ag := a2atest.NewAgent(t, "1.0")
 	e.must(401, e.call("PUT", "/v1/agents/"+agentID, ag.Card(), ""))
@@ -76,7 +76,7 @@ func TestCardsAndAuth(t *testing.T) {
 	e.must(401, e.call("GET", "/v1/agents/"+agentID+"/expectations", nil, ""))
 }
 
-func TestRaiseIdempotentConflictAndAllOrNothing(t *testing.T) {
+func scenarioRaiseIdempotentConflictAndAllOrNothing(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	body := raiseBody(payment("e1", ts(time.Hour)))
@@ -193,14 +193,14 @@ func checkLapseMessage(t *testing.T, got a2atest.Received, rec *expect.Record, k
 	}
 }
 
-func TestOverdueLapseTask(t *testing.T) {
+func scenarioOverdueLapseTask(t *testing.T) {
 	for _, v := range []string{"1.0", "0.3"} {
 		t.Run("A2A "+v, func(t *testing.T) {
 			e := startEnv(t)
 			ag := register(t, e, v)
 			e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
-				payment("late", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT0.4S" }),
-				payment("kept", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT0.4S" }),
+				payment("late", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT2S" }),
+				payment("kept", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT2S" }),
 			)))
 			// Past due but in grace: open and marked.
 			e.waitRecord(agentID, "late", func(r *expect.Record) bool { return r.PastDue })
@@ -225,7 +225,7 @@ func TestOverdueLapseTask(t *testing.T) {
 	}
 }
 
-func TestFactsExactMatchSourceLateAndIdempotent(t *testing.T) {
+func scenarioFactsExactMatchSourceLateAndIdempotent(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
@@ -285,7 +285,7 @@ func TestFactsExactMatchSourceLateAndIdempotent(t *testing.T) {
 	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{map[string]any{"observedAt": ts(0)}}})), "facts[0].factKey")
 }
 
-func TestSkippedLapse(t *testing.T) {
+func scenarioSkippedLapse(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
@@ -311,7 +311,7 @@ func TestSkippedLapse(t *testing.T) {
 	}
 }
 
-func TestStalledLapse(t *testing.T) {
+func scenarioStalledLapse(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "0.3")
 	far := ts(24 * time.Hour)
@@ -337,7 +337,7 @@ func TestStalledLapse(t *testing.T) {
 	}
 }
 
-func TestAnchorsReanchorChains(t *testing.T) {
+func scenarioAnchorsReanchorChains(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	projected := ts(48 * time.Hour)
@@ -371,7 +371,7 @@ func TestAnchorsReanchorChains(t *testing.T) {
 	}
 }
 
-func TestSupersedeAndLineage(t *testing.T) {
+func scenarioSupersedeAndLineage(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.Rules = expect.DefaultConfig(); c.Rules.MaxLineage = 2 })
 	register(t, e, "1.0")
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("v0", ts(time.Hour)))))
@@ -393,7 +393,7 @@ func TestSupersedeAndLineage(t *testing.T) {
 	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("v9", ts(time.Hour), func(m map[string]any) { m["supersedes"] = "v0" })))), "expectations[0].supersedes")
 }
 
-func TestWithdrawAndTaskCancel(t *testing.T) {
+func scenarioWithdrawAndTaskCancel(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("w", ts(200*time.Millisecond)))))
@@ -420,7 +420,7 @@ func TestWithdrawAndTaskCancel(t *testing.T) {
 	e.must(409, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("w", ts(time.Hour)))))
 }
 
-func TestA2AEndpoint(t *testing.T) {
+func scenarioA2AEndpoint(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	meta := func(v any) map[string]any { return map[string]any{expect.URI: v} }
@@ -473,7 +473,7 @@ func TestA2AEndpoint(t *testing.T) {
 	problem(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/a2a", `{"hello":"world"}`)))
 }
 
-func TestDeliveryRetriesDeadLetterAndReplay(t *testing.T) {
+func scenarioDeliveryRetriesDeadLetterAndReplay(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
 	ag.FailNext(2, 503)
@@ -519,7 +519,7 @@ func TestDeliveryRetriesDeadLetterAndReplay(t *testing.T) {
 	}
 }
 
-func TestKeepsTimeAgentsAreNotSent(t *testing.T) {
+func scenarioKeepsTimeAgentsAreNotSent(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0", func(card map[string]any) {
 		exts := card["capabilities"].(map[string]any)["extensions"].([]any)
@@ -540,7 +540,7 @@ func TestKeepsTimeAgentsAreNotSent(t *testing.T) {
 	}
 }
 
-func TestRestartFiresMissedInstantsAndDeliversOnce(t *testing.T) {
+func scenarioRestartFiresMissedInstantsAndDeliversOnce(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("while-down", ts(400*time.Millisecond)))))

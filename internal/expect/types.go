@@ -105,6 +105,8 @@ type Delivery struct {
 	// is configured not to send it lapse tasks.
 	Suppressed  bool   `json:"suppressed,omitempty"`
 	DeliveredAt string `json:"deliveredAt,omitempty"`
+	// NextAttemptAt is when a failed delivery may be tried again.
+	NextAttemptAt string `json:"nextAttemptAt,omitempty"`
 }
 
 // Record is the watcher's record of one expectation: the spec's

@@ -120,7 +120,7 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 // skipped), and acknowledges them durably only after they were processed.
 // A crash therefore replays at most the unacknowledged tail, which the
 // Processor handles idempotently.
-func Run(ctx context.Context, fr store.FeedReader, p *Processor, log *slog.Logger) error {
+func Run(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Logger) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -167,9 +167,14 @@ func Run(ctx context.Context, fr store.FeedReader, p *Processor, log *slog.Logge
 	}
 }
 
+// ChangeHandler processes one change; an error means retry it.
+type ChangeHandler interface {
+	Handle(ctx context.Context, ch store.Change) error
+}
+
 // Drain processes every change currently in the feed and returns; used at
 // shutdown and in tests.
-func Drain(ctx context.Context, fr store.FeedReader, p *Processor) error {
+func Drain(ctx context.Context, fr store.FeedReader, p ChangeHandler) error {
 	for {
 		changes, err := fr.ReadFeed(ctx, 2048)
 		if err != nil || len(changes) == 0 {

@@ -40,6 +40,14 @@ type Options struct {
 
 type job struct{ agent, id string }
 
+type jobState int
+
+const (
+	queued jobState = iota + 1
+	inFlight
+	inFlightAgain
+)
+
 // Outbox is the delivery worker pool.
 type Outbox struct {
 	svc    *watcher.Service
@@ -47,8 +55,11 @@ type Outbox struct {
 	opt    Options
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	pending map[job]bool
+	mu sync.Mutex
+	// pending holds queued and in-flight jobs; a job enqueued while in
+	// flight is marked to run again, so one record never has two attempts
+	// at once.
+	pending map[job]jobState
 	queue   chan job
 	ctx     context.Context
 }
@@ -65,12 +76,12 @@ func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Ou
 		opt.MaxBackoff = time.Minute
 	}
 	if opt.Workers <= 0 {
-		opt.Workers = 8
+		opt.Workers = 32
 	}
 	if opt.AttemptTimeout <= 0 {
 		opt.AttemptTimeout = 10 * time.Second
 	}
-	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]bool{}, queue: make(chan job, 65536)}
+	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536)}
 }
 
 // Enqueue asks for the lapse task of one record to be delivered. Enqueuing
@@ -78,11 +89,16 @@ func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Ou
 func (o *Outbox) Enqueue(agentID, expectationID string) {
 	j := job{agentID, expectationID}
 	o.mu.Lock()
-	if o.pending[j] {
+	switch o.pending[j] {
+	case queued, inFlightAgain:
+		o.mu.Unlock()
+		return
+	case inFlight:
+		o.pending[j] = inFlightAgain
 		o.mu.Unlock()
 		return
 	}
-	o.pending[j] = true
+	o.pending[j] = queued
 	o.mu.Unlock()
 	select {
 	case o.queue <- j:
@@ -117,9 +133,16 @@ func (o *Outbox) Run(ctx context.Context) {
 					return
 				case j := <-o.queue:
 					o.mu.Lock()
-					delete(o.pending, j)
+					o.pending[j] = inFlight
 					o.mu.Unlock()
 					retry, again := o.Attempt(ctx, j.agent, j.id)
+					o.mu.Lock()
+					rerun := o.pending[j] == inFlightAgain
+					delete(o.pending, j)
+					o.mu.Unlock()
+					if rerun && !again {
+						o.Enqueue(j.agent, j.id)
+					}
 					if again && ctx.Err() == nil {
 						time.AfterFunc(retry, func() {
 							if ctx.Err() == nil {
@@ -160,6 +183,9 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	rec, err := o.svc.Get(ctx, agentID, id)
 	if err != nil || !watcher.PendingDelivery(rec) {
 		return 0, false
+	}
+	if wait := o.NotBefore(rec); wait > 0 {
+		return wait, true
 	}
 	card, err := o.svc.Card(ctx, agentID)
 	if err != nil {
@@ -224,8 +250,10 @@ func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, perm
 		}
 		r.Delivery.Attempts++
 		r.Delivery.LastError = truncate(cause.Error(), 512)
+		r.Delivery.NextAttemptAt = expect.FormatTime(o.svc.Now().Add(o.backoff(r.Delivery.Attempts)))
 		if permanent || r.Delivery.Attempts >= o.opt.MaxAttempts {
 			r.Delivery.DeadLettered = true
+			r.Delivery.NextAttemptAt = ""
 		}
 		attempts, dead = r.Delivery.Attempts, r.Delivery.DeadLettered
 		return r, true, nil
@@ -239,6 +267,19 @@ func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, perm
 	}
 	o.log.Info("lapse delivery failed; will retry", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)
 	return o.backoff(attempts), true
+}
+
+// NotBefore returns how long a record's next delivery attempt must wait
+// (the backoff after its last failure), or zero.
+func (o *Outbox) NotBefore(rec *expect.Record) time.Duration {
+	if rec.Delivery == nil || rec.Delivery.NextAttemptAt == "" {
+		return 0
+	}
+	t, err := expect.ParseTime(rec.Delivery.NextAttemptAt)
+	if err != nil {
+		return 0
+	}
+	return max(0, t.Sub(o.svc.Now()))
 }
 
 func truncate(s string, n int) string {

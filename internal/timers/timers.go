@@ -43,9 +43,12 @@ func (h *entryHeap) Pop() any {
 	return e
 }
 
-// FireFunc handles an instant that has come. An error makes the timers try
-// again after a short backoff.
-type FireFunc func(ctx context.Context, in expect.Instant) error
+// FireFunc handles instants that have come, together. An error makes the
+// timers try them again after a short backoff.
+type FireFunc func(ctx context.Context, ins []expect.Instant) error
+
+// maxFire bounds the instants one worker hands to FireFunc at once.
+const maxFire = 50
 
 // Timers is a durable-by-rebuild timer wheel (a min-heap with one
 // dispatcher goroutine and a pool of workers).
@@ -129,7 +132,20 @@ func (t *Timers) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for in := range t.work {
-				t.handle(ctx, in)
+				batch := []expect.Instant{in}
+			drain:
+				for len(batch) < maxFire {
+					select {
+					case more, ok := <-t.work:
+						if !ok {
+							break drain
+						}
+						batch = append(batch, more)
+					default:
+						break drain
+					}
+				}
+				t.handle(ctx, batch)
 			}
 		}()
 	}
@@ -182,18 +198,21 @@ func (t *Timers) Run(ctx context.Context) {
 	}
 }
 
-func (t *Timers) handle(ctx context.Context, in expect.Instant) {
+func (t *Timers) handle(ctx context.Context, ins []expect.Instant) {
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := t.fire(ctx, in)
+		err := t.fire(ctx, ins)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
 		if attempt >= 8 {
-			// Give the instant back to the heap rather than lose it.
-			t.log.Error("instant failed repeatedly; rescheduling", "agent", in.AgentID, "expectation", in.ExpectationID, "kind", in.Kind, "err", err)
-			in.At = t.now().Add(5 * time.Second)
-			_ = t.Schedule(ctx, []expect.Instant{in})
+			// Give the instants back to the heap rather than lose them.
+			t.log.Error("instants failed repeatedly; rescheduling", "count", len(ins), "err", err)
+			later := t.now().Add(5 * time.Second)
+			for i := range ins {
+				ins[i].At = later
+			}
+			_ = t.Schedule(ctx, ins)
 			return
 		}
 		select {

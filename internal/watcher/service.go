@@ -589,6 +589,54 @@ func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
 	return internal(err)
 }
 
+// TickMany evaluates the records of several instants that have come,
+// committing each agent's records together (one transaction for up to
+// store.MaxCommitWrites/2 records), so a burst of instants costs a few
+// commits rather than one each.
+func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
+	byAgent := map[string][]expect.Instant{}
+	var order []string
+	for _, in := range ins {
+		if _, ok := byAgent[in.AgentID]; !ok {
+			order = append(order, in.AgentID)
+		}
+		byAgent[in.AgentID] = append(byAgent[in.AgentID], in)
+	}
+	const chunk = store.MaxCommitWrites / 2 // each record may also write its subject
+	for _, agent := range order {
+		list := byAgent[agent]
+		for len(list) > 0 {
+			part := list[:min(chunk, len(list))]
+			list = list[len(part):]
+			err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+				st := newTxState(ctx, tx, agent)
+				now := s.now()
+				for _, in := range part {
+					r, err := st.record(in.ExpectationID)
+					if err != nil {
+						return err
+					}
+					if r == nil || r.State != expect.StateOpen {
+						continue
+					}
+					sub, err := st.subject(r.Expectation.Subject)
+					if err != nil {
+						return err
+					}
+					if nr, changed := expect.Tick(r, sub, now); changed {
+						st.set(nr)
+					}
+				}
+				return st.stage()
+			})
+			if err != nil {
+				return internal(err)
+			}
+		}
+	}
+	return nil
+}
+
 // ForEachIndexed calls fn with every expectation record in one gsi5
 // partition (OPEN shards, OUTBOX or DEAD), in sort order.
 func (s *Service) ForEachIndexed(ctx context.Context, pk string, fn func(*expect.Record) error) error {
@@ -668,7 +716,7 @@ func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Re
 		if r.Delivery.DeliveredAt != "" {
 			return r, false, nil
 		}
-		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts = false, false, 0
+		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts, r.Delivery.NextAttemptAt = false, false, 0, ""
 		return r, true, nil
 	})
 }

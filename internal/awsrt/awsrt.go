@@ -1,0 +1,258 @@
+// Package awsrt assembles the AWS runtime: the DynamoDB store, the
+// EventBridge Scheduler clock, the watcher and evaluation services, the
+// HTTP API and the change-feed processor, configured from environment
+// variables. The Lambda mains (functions/api, functions/clock,
+// functions/stream) and the local server's AWS mode only call into it.
+package awsrt
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/agentclock/clockwork/internal/a2aout"
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/evaluation"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/feed"
+	"github.com/agentclock/clockwork/internal/httpapi"
+	"github.com/agentclock/clockwork/internal/judge"
+	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/outbox"
+	"github.com/agentclock/clockwork/internal/scheduler"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// Config is the runtime's configuration. FromEnv reads it from the
+// environment variables named in each field's comment.
+type Config struct {
+	Table            string // TABLE_NAME (required)
+	ScheduleGroup    string // SCHEDULE_GROUP (required by clock and stream)
+	ClockFunctionARN string // CLOCK_FUNCTION_ARN: the Scheduler target
+	SchedulerRoleARN string // SCHEDULER_ROLE_ARN: the role Scheduler assumes
+	SchedulerDLQARN  string // SCHEDULER_DLQ_ARN: dead letters of the targets
+	// TokensParameter names an SSM SecureString holding the tokens JSON
+	// (TOKENS_PARAMETER); TokensJSON holds it directly (TOKENS_JSON, for
+	// local runs). Entries should carry tokenSha256, never plain tokens.
+	TokensParameter, TokensJSON string
+	AllowPrivateAgents          bool   // ALLOW_PRIVATE_AGENTS (default false)
+	SendToTimekeepers           bool   // SEND_TO_TIMEKEEPERS (default false)
+	MaxLineage                  int    // MAX_LINEAGE (default 16)
+	DeliveryAttempts            int    // DELIVERY_ATTEMPTS (default 8)
+	JudgeURL, JudgeToken        string // JUDGE_URL, JUDGE_TOKEN
+	Endpoint                    string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
+	Stage                       string // STAGE
+	// SigningKey signs VERIFY messages (Ed25519); FromEnv reads its hex
+	// seed from the SSM SecureString named by SIGNING_KEY_PARAMETER.
+	SigningKey          ed25519.PrivateKey
+	SigningKeyParameter string
+	// APIOptions are added to every AWS client (call counting in tests).
+	APIOptions []func(*middleware.Stack) error
+	// Now is the watcher's clock (default time.Now).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// FromEnv reads the configuration. A missing TABLE_NAME or a malformed
+// number is an error naming the variable.
+func FromEnv() (Config, error) {
+	c := Config{
+		Table: os.Getenv("TABLE_NAME"), ScheduleGroup: os.Getenv("SCHEDULE_GROUP"),
+		ClockFunctionARN: os.Getenv("CLOCK_FUNCTION_ARN"), SchedulerRoleARN: os.Getenv("SCHEDULER_ROLE_ARN"),
+		SchedulerDLQARN: os.Getenv("SCHEDULER_DLQ_ARN"), TokensParameter: os.Getenv("TOKENS_PARAMETER"),
+		TokensJSON: os.Getenv("TOKENS_JSON"), JudgeURL: os.Getenv("JUDGE_URL"), JudgeToken: os.Getenv("JUDGE_TOKEN"),
+		Endpoint: os.Getenv("AWS_ENDPOINT_URL"), Stage: os.Getenv("STAGE"),
+		SigningKeyParameter: os.Getenv("SIGNING_KEY_PARAMETER"),
+	}
+	if c.Table == "" {
+		return c, errors.New("TABLE_NAME is required")
+	}
+	var err error
+	if c.AllowPrivateAgents, err = envBool("ALLOW_PRIVATE_AGENTS"); err != nil {
+		return c, err
+	}
+	if c.SendToTimekeepers, err = envBool("SEND_TO_TIMEKEEPERS"); err != nil {
+		return c, err
+	}
+	if c.MaxLineage, err = envInt("MAX_LINEAGE", 16); err != nil {
+		return c, err
+	}
+	if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 8); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func envBool(name string) (bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not a boolean", name, v)
+	}
+	return b, nil
+}
+
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive integer", name, v)
+	}
+	return n, nil
+}
+
+// Runtime holds the assembled parts.
+type Runtime struct {
+	Config    Config
+	AWS       aws.Config
+	DynamoDB  *dynamodb.Client
+	Streams   *dynamodbstreams.Client
+	Scheduler *awsscheduler.Client
+	Store     *dynamo.Store
+	Watcher   *watcher.Service
+	Eval      *evaluation.Service
+	Clock     *scheduler.Clock
+	Outbox    *outbox.Outbox
+	Feed      *feed.Processor
+	Handler   *httpapi.Handler
+	Log       *slog.Logger
+
+	inline *inlineOutbox
+}
+
+// AWSConfig loads the SDK configuration, pointed at cfg.Endpoint when set
+// (with static credentials when none are configured, as emulators accept).
+func AWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if cfg.Endpoint != "" {
+		if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+			opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+		}
+		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			opts = append(opts, awsconfig.WithRegion("us-east-1"))
+		}
+	}
+	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return ac, err
+	}
+	if cfg.Endpoint != "" {
+		ac.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	ac.APIOptions = append(ac.APIOptions, cfg.APIOptions...)
+	return ac, nil
+}
+
+// New assembles the runtime. Errors name what is missing or unreachable.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if cfg.MaxLineage == 0 {
+		cfg.MaxLineage = 16
+	}
+	ac, err := AWSConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("aws configuration: %w", err)
+	}
+	r := &Runtime{Config: cfg, AWS: ac, Log: cfg.Log}
+	r.DynamoDB = dynamodb.NewFromConfig(ac)
+	r.Streams = dynamodbstreams.NewFromConfig(ac)
+	r.Scheduler = awsscheduler.NewFromConfig(ac)
+	r.Store = dynamo.New(r.DynamoDB, cfg.Table)
+	rules := expect.DefaultConfig()
+	rules.MaxLineage = cfg.MaxLineage
+	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
+
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher}
+	if cfg.JudgeURL != "" {
+		evalOpt.Judge = &judge.Client{URL: cfg.JudgeURL, Token: cfg.JudgeToken, HTTP: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 30*time.Second)}
+	}
+	if cfg.SigningKey == nil && cfg.SigningKeyParameter != "" {
+		seed, err := r.parameter(ctx, cfg.SigningKeyParameter)
+		if err != nil {
+			return nil, fmt.Errorf("SIGNING_KEY_PARAMETER: %w", err)
+		}
+		b, err := hex.DecodeString(strings.TrimSpace(seed))
+		if err != nil || len(b) != ed25519.SeedSize {
+			return nil, fmt.Errorf("SIGNING_KEY_PARAMETER %s: not a hex Ed25519 seed of %d bytes", cfg.SigningKeyParameter, ed25519.SeedSize)
+		}
+		cfg.SigningKey = ed25519.NewKeyFromSeed(b)
+	}
+	evalOpt.SigningKey = cfg.SigningKey
+	r.Eval = evaluation.New(r.Store, evalOpt)
+
+	client := netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
+	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client}),
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: 10 * time.Second}, cfg.Log)
+	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
+		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
+		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: r.Watcher.Tick,
+	})
+	r.inline = &inlineOutbox{}
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
+
+	authn, err := r.authenticator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.Handler = httpapi.New(r.Watcher, r.Eval, authn, cfg.Log)
+	return r, nil
+}
+
+func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error) {
+	raw := r.Config.TokensJSON
+	if r.Config.TokensParameter != "" {
+		v, err := r.parameter(ctx, r.Config.TokensParameter)
+		if err != nil {
+			return nil, fmt.Errorf("TOKENS_PARAMETER: %w", err)
+		}
+		raw = v
+	}
+	if raw == "" {
+		// No tokens: every request is refused with 401.
+		return auth.New(nil)
+	}
+	var f auth.File
+	if err := json.Unmarshal([]byte(raw), &f); err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	return auth.New(f.Tokens)
+}
+
+// parameter reads one SSM SecureString.
+func (r *Runtime) parameter(ctx context.Context, name string) (string, error) {
+	out, err := ssm.NewFromConfig(r.AWS).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return aws.ToString(out.Parameter.Value), nil
+}
+
+// HTTP returns the API handler (for the API Lambda and the local AWS mode).
+func (r *Runtime) HTTP() http.Handler { return r.Handler }

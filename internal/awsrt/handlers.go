@@ -1,0 +1,131 @@
+package awsrt
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+)
+
+// HandleClock is the Scheduler target: it evaluates the record of one
+// instant on the watcher's clock. A schedule that fires early, late or twice
+// changes nothing it should not, because Tick decides from the record and
+// the current time, not from the schedule.
+func (r *Runtime) HandleClock(ctx context.Context, in expect.Instant) error {
+	if in.AgentID == "" || in.ExpectationID == "" {
+		// A malformed event can never succeed: log it and drop it rather
+		// than have Scheduler retry it into the dead-letter queue.
+		r.Log.Error("clock event without agentId or expectationId", "event", in)
+		return nil
+	}
+	return r.Watcher.Tick(ctx, in)
+}
+
+// inlineOutbox collects the lapses a change asks to deliver, so the stream
+// handler can deliver them synchronously after processing the change.
+type inlineOutbox struct {
+	mu   sync.Mutex
+	jobs [][2]string
+}
+
+func (o *inlineOutbox) Enqueue(agentID, expectationID string) {
+	o.mu.Lock()
+	o.jobs = append(o.jobs, [2]string{agentID, expectationID})
+	o.mu.Unlock()
+}
+
+func (o *inlineOutbox) take() [][2]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	j := o.jobs
+	o.jobs = nil
+	return j
+}
+
+// HandleChange processes one change and makes one delivery attempt for
+// each lapse it asks to deliver. A failed attempt is recorded on the
+// record, which produces a new change and so the next attempt (after the
+// backoff the record's attempt count implies); the last failure
+// dead-letters it. Only processing errors are returned (the change must be
+// retried); delivery failures are state, not errors.
+func (r *Runtime) HandleChange(ctx context.Context, ch store.Change) error {
+	if err := r.Feed.Handle(ctx, ch); err != nil {
+		r.inline.take()
+		return err
+	}
+	for _, j := range r.inline.take() {
+		rec, err := r.Watcher.Get(ctx, j[0], j[1])
+		if err != nil {
+			return err
+		}
+		// Honour the backoff of the last failure, within the invocation's
+		// time; an attempt made too early just returns and the record's
+		// next change brings it back.
+		wait := r.Outbox.NotBefore(rec)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+15*time.Second {
+			wait = max(0, time.Until(dl)-15*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if left := r.Outbox.NotBefore(rec); left > 0 {
+			// Still too early (the deadline cut the wait): retry the record.
+			return fmt.Errorf("delivery of %s/%s must wait %s more", j[0], j[1], left)
+		}
+		// A failed attempt is recorded on the record; that change brings
+		// the next attempt.
+		r.Outbox.Attempt(ctx, j[0], j[1])
+	}
+	return nil
+}
+
+// HandleStream processes a DynamoDB Stream batch in order. On the first
+// record that fails (undecodable, or its processing failed) it stops and
+// reports that record's SequenceNumber as the batch item failure, so Lambda
+// retries from there (bisecting, then sending poison records to the
+// on-failure destination); every record before it is done. Replays are
+// harmless: processing is idempotent.
+func (r *Runtime) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var resp events.DynamoDBEventResponse
+	for _, rec := range ev.Records {
+		ch, err := dynamo.ChangeFromStreamRecord(rec)
+		if err == nil {
+			err = r.HandleChange(ctx, ch)
+		}
+		if err != nil {
+			r.Log.Error("stream record failed", "sequenceNumber", rec.Change.SequenceNumber, "eventID", rec.EventID, "err", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			return resp, nil
+		}
+	}
+	return resp, nil
+}
+
+// FireDue fires every schedule of the group whose time has come and
+// deletes it: what EventBridge Scheduler does in AWS, for emulators that
+// store schedules but never fire them (LocalStack, moto).
+func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
+	due, err := r.Clock.Due(ctx, now)
+	if err != nil {
+		return 0, fmt.Errorf("list due schedules: %w", err)
+	}
+	n := 0
+	for _, in := range due {
+		if err := r.HandleClock(ctx, in); err != nil {
+			return n, err
+		}
+		if err := r.Clock.Cancel(ctx, []expect.Instant{in}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

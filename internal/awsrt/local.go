@@ -1,0 +1,100 @@
+package awsrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/feed"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+)
+
+// Handle is HandleChange under the name feed.Run expects.
+func (r *Runtime) Handle(ctx context.Context, ch store.Change) error { return r.HandleChange(ctx, ch) }
+
+// LocalOptions tune the local AWS mode.
+type LocalOptions struct {
+	// PollInterval is how often the stream and the due schedules are
+	// polled (default 250ms).
+	PollInterval time.Duration
+	// PauseFeed leaves the stream unread (tests use it to stand for a
+	// crash between a commit and its asynchronous effects).
+	PauseFeed bool
+	// Create makes the table and the schedule group if they are missing.
+	Create bool
+}
+
+// Local runs what AWS runs around the functions, against an emulator:
+// it polls the table's stream into the same change processing as the
+// stream Lambda, and fires the schedules whose time has come through the
+// clock Lambda's handler (LocalStack and moto store schedules but never
+// fire them).
+type Local struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	reader *dynamo.StreamReader
+}
+
+// StartLocal starts the pollers. Errors: the table or group is missing and
+// Create is off, or the emulator is unreachable.
+func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = 250 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Local{cancel: cancel}
+	if opt.Create {
+		if err := dynamo.CreateTable(ctx, rt.DynamoDB, rt.Config.Table); err != nil {
+			cancel()
+			return nil, fmt.Errorf("create table %s: %w", rt.Config.Table, err)
+		}
+		if err := rt.Clock.CreateGroup(ctx); err != nil {
+			cancel()
+			return nil, fmt.Errorf("create schedule group %s: %w", rt.Config.ScheduleGroup, err)
+		}
+	}
+	arn, err := dynamo.StreamARN(ctx, rt.DynamoDB, rt.Config.Table)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("stream of table %s: %w", rt.Config.Table, err)
+	}
+	l.reader = dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{PollInterval: opt.PollInterval})
+	if !opt.PauseFeed {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			_ = feed.Run(ctx, l.reader, rt, rt.Log)
+		}()
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(opt.PollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				now := time.Now()
+				if rt.Config.Now != nil {
+					now = rt.Config.Now()
+				}
+				if _, err := rt.FireDue(ctx, now); err != nil && !errors.Is(err, context.Canceled) {
+					rt.Log.Error("firing due schedules", "err", err)
+				}
+			}
+		}
+	}()
+	return l, nil
+}
+
+// Close stops the pollers and waits for them.
+func (l *Local) Close() {
+	l.cancel()
+	l.wg.Wait()
+	_ = l.reader.Close()
+}

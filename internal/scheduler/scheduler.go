@@ -1,0 +1,561 @@
+// Package scheduler is the EventBridge Scheduler adapter of the clock port
+// (feed.Scheduler): one one-time at() schedule per instant of an open
+// expectation, in a schedule group of our own, whose target (the clock
+// Lambda) receives the instant as its event.
+//
+// Each schedule has a deterministic name (Name), so scheduling an instant
+// twice finds the first schedule (ConflictException, treated as done) and
+// cancelling finds it again (DeleteSchedule; ResourceNotFoundException,
+// treated as done). Schedules are created with the flexible time window off,
+// ActionAfterCompletion DELETE (Scheduler removes a schedule once it has
+// invoked its target), a retry policy and an SQS dead-letter queue on the
+// target. The at() time is the instant rounded up to the whole second, so a
+// schedule never fires before its instant; Scheduler may fire up to about a
+// minute late, and at least once rather than exactly once. The schedule is
+// therefore only a wake-up call: the handler decides lapses on the watcher's
+// clock (watcher.Service.Tick), so a schedule that fires late, early or
+// twice changes nothing it should not.
+//
+// An instant whose time has already come when it is scheduled gets no
+// schedule: Config.Immediate handles it at once.
+//
+// Throttling is retried twice over: by the SDK client's retryer, and then by
+// a bounded loop of this package with exponential backoff and jitter. Other
+// errors are returned; every operation is idempotent, so the caller (the
+// change-feed processor) simply retries the whole call.
+//
+// LocalStack and moto store schedules but never fire them: Due lists the
+// schedules whose time has come so that the local AWS mode can fire them
+// itself.
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+	"github.com/aws/smithy-go"
+)
+
+// Limits and defaults of EventBridge Scheduler that the adapter applies.
+const (
+	// MaxNameLen is Scheduler's limit on a schedule name; names are made of
+	// [0-9a-zA-Z-_.] only.
+	MaxNameLen = 64
+	// DefaultMaxRetries is the target retry count used when
+	// Config.MaxRetries is zero (Scheduler's own default).
+	DefaultMaxRetries int32 = 185
+	// MaxMaxRetries is the largest retry count Scheduler accepts.
+	MaxMaxRetries int32 = 185
+	// DefaultMaxEventAge (seconds) is the target event age used when
+	// Config.MaxEventAge is zero (Scheduler's own default, 24 hours).
+	DefaultMaxEventAge int32 = 86400
+	// MinMaxEventAge and MaxMaxEventAge bound the event age (seconds) that
+	// Scheduler accepts.
+	MinMaxEventAge int32 = 60
+	MaxMaxEventAge int32 = 86400
+	// DefaultThrottleAttempts is the number of extra rounds the adapter
+	// makes after the SDK gave up on a throttled call, when
+	// Config.ThrottleAttempts is zero.
+	DefaultThrottleAttempts = 5
+	// DefaultThrottleBackoff is the first backoff of those rounds when
+	// Config.ThrottleBackoff is zero; it doubles each round, up to
+	// maxThrottleBackoff, each wait drawn at random from [b/2, 3b/2).
+	DefaultThrottleBackoff = 200 * time.Millisecond
+	maxThrottleBackoff     = 5 * time.Second
+)
+
+// Timezone is the ScheduleExpressionTimezone of every schedule: at()
+// expressions are written in UTC.
+const Timezone = "UTC"
+
+// ImmediateFunc handles an instant whose time has already come. It must be
+// idempotent: it is called again whenever the same instant is scheduled
+// again (a change-feed retry).
+type ImmediateFunc func(ctx context.Context, in expect.Instant) error
+
+// Config configures a Clock.
+type Config struct {
+	// Group is the schedule group of our own that holds every schedule. It
+	// is required (the default group is never used).
+	Group string
+	// TargetArn is the ARN of the clock Lambda that schedules invoke.
+	// Required to create schedules.
+	TargetArn string
+	// RoleArn is the ARN of the role Scheduler assumes to invoke the target.
+	// Required to create schedules.
+	RoleArn string
+	// DeadLetterArn is the ARN of the SQS queue that receives events whose
+	// delivery to the target failed for good. Empty means no dead-letter
+	// queue (deployments always set one).
+	DeadLetterArn string
+	// MaxRetries is the target's MaximumRetryAttempts: zero means
+	// DefaultMaxRetries, a negative value means no retries, and values
+	// above MaxMaxRetries are lowered to it.
+	MaxRetries int32
+	// MaxEventAge is the target's MaximumEventAgeInSeconds: zero means
+	// DefaultMaxEventAge; other values are clamped to [MinMaxEventAge,
+	// MaxMaxEventAge].
+	MaxEventAge int32
+	// Now is the watcher's clock; nil means time.Now.
+	Now func() time.Time
+	// Immediate is called at once, synchronously, for an instant whose time
+	// has already come, instead of creating a schedule (typically
+	// watcher.Service.Tick). Schedule fails for such an instant when it is
+	// nil.
+	Immediate ImmediateFunc
+	// ThrottleAttempts bounds the extra rounds made for a call that is still
+	// throttled after the SDK's own retries: zero means
+	// DefaultThrottleAttempts, a negative value means none.
+	ThrottleAttempts int
+	// ThrottleBackoff is the first backoff of those rounds; zero means
+	// DefaultThrottleBackoff.
+	ThrottleBackoff time.Duration
+}
+
+// Clock is the EventBridge Scheduler adapter of the clock port
+// (feed.Scheduler). It keeps no state besides its configuration and is safe
+// for concurrent use.
+type Clock struct {
+	client *awsscheduler.Client
+	cfg    Config
+}
+
+// New returns a Clock that manages the schedules of cfg.Group with client.
+// The configuration is checked when it is used: Schedule, Cancel, Due and
+// CreateGroup return an error when cfg.Group is empty, and Schedule when a
+// schedule must be created without cfg.TargetArn or cfg.RoleArn.
+func New(client *awsscheduler.Client, cfg Config) *Clock {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	case cfg.MaxRetries > MaxMaxRetries:
+		cfg.MaxRetries = MaxMaxRetries
+	}
+	switch {
+	case cfg.MaxEventAge == 0:
+		cfg.MaxEventAge = DefaultMaxEventAge
+	case cfg.MaxEventAge < MinMaxEventAge:
+		cfg.MaxEventAge = MinMaxEventAge
+	case cfg.MaxEventAge > MaxMaxEventAge:
+		cfg.MaxEventAge = MaxMaxEventAge
+	}
+	switch {
+	case cfg.ThrottleAttempts == 0:
+		cfg.ThrottleAttempts = DefaultThrottleAttempts
+	case cfg.ThrottleAttempts < 0:
+		cfg.ThrottleAttempts = 0
+	}
+	if cfg.ThrottleBackoff <= 0 {
+		cfg.ThrottleBackoff = DefaultThrottleBackoff
+	}
+	return &Clock{client: client, cfg: cfg}
+}
+
+// Group returns the name of the schedule group the Clock manages.
+func (c *Clock) Group() string { return c.cfg.Group }
+
+var nameEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// stampLayout is the fire time as written into a schedule name.
+const stampLayout = "20060102T150405Z"
+
+// Name returns the schedule name of an instant: "cw-", the initial of its
+// kind (d, g or h), the fire time (the instant rounded up to the second, in
+// UTC, as 20060102T150405Z), and lowercase base32 of the SHA-256 of
+// (agentId, expectationId, kind, at to the nanosecond) truncated so that the
+// name is MaxNameLen characters long (42 characters, 210 bits, for years
+// 0000 to 9999). The name is deterministic, depends on nothing else, and
+// uses only [0-9a-z-TZ]. The readable fire time lets Due skip schedules
+// that are not yet due without reading them.
+func Name(in expect.Instant) string {
+	at := in.At.UTC()
+	prefix := "cw-" + kindInitial(in.Kind) + "-" + fireTime(at).Format(stampLayout) + "-"
+	key, _ := json.Marshal([]string{in.AgentID, in.ExpectationID, string(in.Kind), at.Format(time.RFC3339Nano)})
+	sum := sha256.Sum256(key)
+	h := strings.ToLower(nameEncoding.EncodeToString(sum[:]))
+	return prefix + h[:MaxNameLen-len(prefix)]
+}
+
+func kindInitial(k expect.InstantKind) string {
+	switch k {
+	case expect.InstantDue:
+		return "d"
+	case expect.InstantGrace:
+		return "g"
+	case expect.InstantHorizon:
+		return "h"
+	}
+	if k != "" {
+		if b := k[0] | 0x20; b >= 'a' && b <= 'z' {
+			return string(rune(b))
+		}
+	}
+	return "x"
+}
+
+// fireTime rounds t up to the whole second, so that a schedule never fires
+// before its instant.
+func fireTime(t time.Time) time.Time {
+	t = t.UTC()
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+// expression returns the at() expression (in Timezone) of an instant.
+func expression(in expect.Instant) string {
+	return "at(" + fireTime(in.At).Format("2006-01-02T15:04:05") + ")"
+}
+
+// parseExpression returns the time of an at() expression in the named time
+// zone (UTC when empty).
+func parseExpression(expr, tz string) (time.Time, bool) {
+	inner, ok := strings.CutPrefix(expr, "at(")
+	if !ok {
+		return time.Time{}, false
+	}
+	inner, ok = strings.CutSuffix(inner, ")")
+	if !ok {
+		return time.Time{}, false
+	}
+	loc := time.UTC
+	if tz != "" && tz != "UTC" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return time.Time{}, false
+		}
+		loc = l
+	}
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", inner, loc)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+func (c *Clock) checkGroup() error {
+	if c.cfg.Group == "" {
+		return errors.New("scheduler: Config.Group is required")
+	}
+	return nil
+}
+
+// Schedule arranges for each instant to reach the clock handler at or after
+// its time. An instant whose time has already come (At not after Now) is
+// passed to Config.Immediate at once and gets no schedule; any other gets
+// one one-time schedule named Name(in) in the group, whose target input is
+// the instant as JSON. A schedule that already exists
+// (ConflictException) counts as created, so scheduling an instant twice is
+// not an error; should Scheduler refuse the at() time as invalid while the
+// instant's time has come in the meantime, the instant goes to Immediate
+// instead.
+//
+// Every instant is attempted. The error, when not nil, joins one error per
+// instant that was neither scheduled nor handled (wrapping the SDK's error,
+// or Immediate's), or reports a missing Group, TargetArn, RoleArn or
+// Immediate; retrying the whole call is safe.
+func (c *Clock) Schedule(ctx context.Context, ins []expect.Instant) error {
+	if err := c.checkGroup(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, in := range ins {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if err := c.scheduleOne(ctx, in); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Clock) immediate(ctx context.Context, in expect.Instant) error {
+	if c.cfg.Immediate == nil {
+		return fmt.Errorf("scheduler: %s instant of %s/%s at %s has come and Config.Immediate is nil",
+			in.Kind, in.AgentID, in.ExpectationID, expect.FormatTime(in.At))
+	}
+	if err := c.cfg.Immediate(ctx, in); err != nil {
+		return fmt.Errorf("scheduler: immediate %s instant of %s/%s: %w", in.Kind, in.AgentID, in.ExpectationID, err)
+	}
+	return nil
+}
+
+func (c *Clock) scheduleOne(ctx context.Context, in expect.Instant) error {
+	in.At = in.At.UTC()
+	if !in.At.After(c.cfg.Now()) {
+		return c.immediate(ctx, in)
+	}
+	if c.cfg.TargetArn == "" || c.cfg.RoleArn == "" {
+		return errors.New("scheduler: Config.TargetArn and Config.RoleArn are required to create schedules")
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("scheduler: encode instant: %w", err)
+	}
+	target := &types.Target{
+		Arn:     aws.String(c.cfg.TargetArn),
+		RoleArn: aws.String(c.cfg.RoleArn),
+		Input:   aws.String(string(input)),
+		RetryPolicy: &types.RetryPolicy{
+			MaximumRetryAttempts:     aws.Int32(c.cfg.MaxRetries),
+			MaximumEventAgeInSeconds: aws.Int32(c.cfg.MaxEventAge),
+		},
+	}
+	if c.cfg.DeadLetterArn != "" {
+		target.DeadLetterConfig = &types.DeadLetterConfig{Arn: aws.String(c.cfg.DeadLetterArn)}
+	}
+	name := Name(in)
+	err = c.call(ctx, func(ctx context.Context) error {
+		_, err := c.client.CreateSchedule(ctx, &awsscheduler.CreateScheduleInput{
+			Name:                       aws.String(name),
+			GroupName:                  aws.String(c.cfg.Group),
+			ScheduleExpression:         aws.String(expression(in)),
+			ScheduleExpressionTimezone: aws.String(Timezone),
+			FlexibleTimeWindow:         &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
+			ActionAfterCompletion:      types.ActionAfterCompletionDelete,
+			Target:                     target,
+		})
+		return err
+	})
+	var conflict *types.ConflictException
+	var invalid *types.ValidationException
+	switch {
+	case err == nil, errors.As(err, &conflict):
+		return nil
+	case errors.As(err, &invalid) && !fireTime(in.At).After(c.cfg.Now()):
+		// The instant's time came while the schedule was being created.
+		return c.immediate(ctx, in)
+	}
+	return fmt.Errorf("scheduler: create schedule %s/%s: %w", c.cfg.Group, name, err)
+}
+
+// Cancel deletes the schedule of each instant (by Name, in the group). A
+// schedule that does not exist (ResourceNotFoundException: never created,
+// already fired and deleted by Scheduler, or already cancelled) counts as
+// deleted, so cancelling twice is not an error. Instants whose time has
+// passed are deleted too, since their schedule may not have fired yet.
+//
+// Every instant is attempted; the error, when not nil, joins one error per
+// schedule that could not be deleted (wrapping the SDK's error), or reports
+// a missing Group. Retrying the whole call is safe.
+func (c *Clock) Cancel(ctx context.Context, ins []expect.Instant) error {
+	if err := c.checkGroup(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, in := range ins {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if err := c.deleteName(ctx, Name(in)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete deletes the schedule of one instant, as Cancel does: a schedule
+// that does not exist counts as deleted. The local AWS mode calls it after
+// handling an instant returned by Due.
+func (c *Clock) Delete(ctx context.Context, in expect.Instant) error {
+	return c.Cancel(ctx, []expect.Instant{in})
+}
+
+func (c *Clock) deleteName(ctx context.Context, name string) error {
+	err := c.call(ctx, func(ctx context.Context) error {
+		_, err := c.client.DeleteSchedule(ctx, &awsscheduler.DeleteScheduleInput{
+			Name:      aws.String(name),
+			GroupName: aws.String(c.cfg.Group),
+		})
+		return err
+	})
+	var notFound *types.ResourceNotFoundException
+	if err == nil || errors.As(err, &notFound) {
+		return nil
+	}
+	return fmt.Errorf("scheduler: delete schedule %s/%s: %w", c.cfg.Group, name, err)
+}
+
+// CreateGroup creates the Clock's schedule group unless it exists. It is
+// idempotent: an existing group (found, or ConflictException) is left as
+// it is, schedules included. Deployments create the group with the stack;
+// tests and the local AWS mode call this. It returns the SDK's error
+// (wrapped) when the group can be neither read nor created, or an error for
+// a missing Group.
+func (c *Clock) CreateGroup(ctx context.Context) error {
+	if err := c.checkGroup(); err != nil {
+		return err
+	}
+	// Look first: moto's CreateScheduleGroup replaces an existing group and
+	// drops its schedules, where Scheduler answers ConflictException.
+	err := c.call(ctx, func(ctx context.Context) error {
+		_, err := c.client.GetScheduleGroup(ctx, &awsscheduler.GetScheduleGroupInput{Name: aws.String(c.cfg.Group)})
+		return err
+	})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &notFound):
+		return fmt.Errorf("scheduler: get schedule group %s: %w", c.cfg.Group, err)
+	}
+	err = c.call(ctx, func(ctx context.Context) error {
+		_, err := c.client.CreateScheduleGroup(ctx, &awsscheduler.CreateScheduleGroupInput{Name: aws.String(c.cfg.Group)})
+		return err
+	})
+	var conflict *types.ConflictException
+	if err == nil || errors.As(err, &conflict) {
+		return nil
+	}
+	return fmt.Errorf("scheduler: create schedule group %s: %w", c.cfg.Group, err)
+}
+
+// Due returns the instants of the group's enabled schedules whose at() time
+// is not after now, earliest first. It lists the group (ListSchedules,
+// every page) and reads each schedule that may be due (GetSchedule); a
+// schedule whose name shows a fire time after now is not read. Schedules
+// that are not this adapter's (an at() expression it cannot parse, a target
+// input that is not an instant, or a name other than Name of that instant)
+// are left out, so that Delete (or Cancel) of a returned instant removes
+// exactly the schedule that produced it.
+//
+// It serves the local AWS mode, whose emulators store schedules but never
+// fire them: the caller hands each instant to the clock handler and then
+// deletes its schedule. It returns an error (wrapping the SDK's) when the
+// group cannot be listed or a schedule cannot be read, or for a missing
+// Group; a schedule deleted between listing and reading is skipped.
+func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error) {
+	if err := c.checkGroup(); err != nil {
+		return nil, err
+	}
+	now = now.UTC()
+	var names []string
+	p := awsscheduler.NewListSchedulesPaginator(c.client, &awsscheduler.ListSchedulesInput{
+		GroupName: aws.String(c.cfg.Group),
+		State:     types.ScheduleStateEnabled,
+	})
+	for p.HasMorePages() {
+		var page *awsscheduler.ListSchedulesOutput
+		err := c.call(ctx, func(ctx context.Context) error {
+			var err error
+			page, err = p.NextPage(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: list schedules of %s: %w", c.cfg.Group, err)
+		}
+		for _, s := range page.Schedules {
+			name := aws.ToString(s.Name)
+			if t, ok := nameTime(name); ok && t.After(now) {
+				continue
+			}
+			names = append(names, name)
+		}
+	}
+	var out []expect.Instant
+	for _, name := range names {
+		var got *awsscheduler.GetScheduleOutput
+		err := c.call(ctx, func(ctx context.Context) error {
+			var err error
+			got, err = c.client.GetSchedule(ctx, &awsscheduler.GetScheduleInput{
+				Name:      aws.String(name),
+				GroupName: aws.String(c.cfg.Group),
+			})
+			return err
+		})
+		var notFound *types.ResourceNotFoundException
+		if errors.As(err, &notFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: get schedule %s/%s: %w", c.cfg.Group, name, err)
+		}
+		at, ok := parseExpression(aws.ToString(got.ScheduleExpression), aws.ToString(got.ScheduleExpressionTimezone))
+		if !ok || at.After(now) || got.Target == nil {
+			continue
+		}
+		var in expect.Instant
+		if err := json.Unmarshal([]byte(aws.ToString(got.Target.Input)), &in); err != nil || Name(in) != name {
+			continue
+		}
+		in.At = in.At.UTC()
+		out = append(out, in)
+	}
+	slices.SortFunc(out, func(a, b expect.Instant) int {
+		if d := a.At.Compare(b.At); d != 0 {
+			return d
+		}
+		return strings.Compare(Name(a), Name(b))
+	})
+	return out, nil
+}
+
+// nameTime reads the fire time that Name writes into a name.
+func nameTime(name string) (time.Time, bool) {
+	parts := strings.SplitN(name, "-", 4)
+	if len(parts) != 4 || parts[0] != "cw" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(stampLayout, parts[2])
+	return t, err == nil
+}
+
+// call runs op, and runs it again with backoff while it fails with a
+// throttling error after the SDK's own retries, at most
+// Config.ThrottleAttempts more times. It returns op's last error, or the
+// context's error when ctx ends during a backoff.
+func (c *Clock) call(ctx context.Context, op func(context.Context) error) error {
+	backoff := c.cfg.ThrottleBackoff
+	for attempt := 0; ; attempt++ {
+		err := op(ctx)
+		if err == nil || attempt >= c.cfg.ThrottleAttempts || !throttled(err) {
+			return err
+		}
+		wait := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(backoff*2, maxThrottleBackoff)
+	}
+}
+
+// throttled reports whether err is a throttling error of the service.
+func throttled(err error) bool {
+	var te *types.ThrottlingException
+	if errors.As(err, &te) {
+		return true
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded":
+			return true
+		}
+	}
+	return false
+}
