@@ -348,7 +348,8 @@ func scenarioAnchorsReanchorChains(t *testing.T) {
 	)))
 	shipped := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.ship", expect.FormatTime(shipped))}}))
-	d := e.record(agentID, "deliver")
+	// Re-anchoring runs from the change feed, just after the fact commits.
+	d := e.waitRecord(agentID, "deliver", func(r *expect.Record) bool { return r.DueAt != projected })
 	if d.DueAt != expect.FormatTime(shipped.Add(2*time.Hour)) || d.ProjectedDueAt != projected {
 		t.Fatalf("deliver re-anchored: due %s projected %s", d.DueAt, d.ProjectedDueAt)
 	}
@@ -357,7 +358,7 @@ func scenarioAnchorsReanchorChains(t *testing.T) {
 	}
 	delivered := shipped.Add(30 * time.Minute)
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.deliver", expect.FormatTime(delivered))}}))
-	if i := e.record(agentID, "invoice"); i.DueAt != expect.FormatTime(delivered.Add(24*time.Hour)) || i.ProjectedDueAt != projected {
+	if i := e.waitRecord(agentID, "invoice", func(r *expect.Record) bool { return r.DueAt != projected }); i.DueAt != expect.FormatTime(delivered.Add(24*time.Hour)) || i.ProjectedDueAt != projected {
 		t.Fatalf("chain re-anchored: %+v", i)
 	}
 	// Re-anchored into the past beyond its grace: lapses at once.
@@ -366,7 +367,7 @@ func scenarioAnchorsReanchorChains(t *testing.T) {
 		payment("follow", projected, func(m map[string]any) { m["anchor"] = map[string]any{"expectationId": "early", "offset": "PT1M"} }),
 	)))
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.early", ts(-time.Hour))}}))
-	if f := e.record(agentID, "follow"); f.State != expect.StateLapsed || f.Lapse.Lapse != expect.Overdue {
+	if f := e.waitRecord(agentID, "follow", func(r *expect.Record) bool { return r.State != expect.StateOpen }); f.State != expect.StateLapsed || f.Lapse.Lapse != expect.Overdue {
 		t.Fatalf("follow: %+v", f)
 	}
 }

@@ -8,6 +8,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -29,6 +30,11 @@ type Outbox interface {
 	Enqueue(agentID, expectationID string)
 }
 
+// Reanchorer re-anchors the dependents of a newly satisfied expectation.
+type Reanchorer interface {
+	ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error
+}
+
 // Handler handles changes of one record type.
 type Handler interface {
 	HandleChange(ctx context.Context, ch store.Change) error
@@ -41,6 +47,8 @@ type Handler interface {
 type Processor struct {
 	Scheduler Scheduler
 	Outbox    Outbox
+	// Watcher re-anchors dependents when an anchor is satisfied.
+	Watcher Reanchorer
 	// Handlers maps other record types to their handlers.
 	Handlers map[string]Handler
 }
@@ -107,6 +115,15 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 			if err := p.Scheduler.Cancel(ctx, del); err != nil {
 				return err
 			}
+		}
+	}
+	if p.Watcher != nil && newR != nil && newR.SatisfiedBy != nil && (oldR == nil || oldR.SatisfiedBy == nil) {
+		observed, err := expect.ParseTime(newR.ObservedAt)
+		if err != nil {
+			return fmt.Errorf("record %s/%s: observedAt: %w", newR.AgentID, newR.Expectation.ExpectationID, err)
+		}
+		if err := p.Watcher.ReanchorDependents(ctx, newR.AgentID, newR.Expectation.ExpectationID, observed); err != nil {
+			return err
 		}
 	}
 	if newR != nil && p.Outbox != nil && watcher.PendingDelivery(newR) {

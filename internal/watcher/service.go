@@ -461,25 +461,43 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 				st.set(np)
 			}
 		}
-		deps, err := st.queryAll(store.Query{Index: store.GSI3, PK: anchorPK(st.agent, r.Expectation.ExpectationID), Limit: 1000})
+	}
+	return o, nil
+}
+
+// ReanchorDependents moves the due time of every open expectation anchored
+// on anchorID to observedAt plus its offset (projectedDueAt never changes),
+// together in one commit; one whose new grace end has passed lapses at
+// once. It runs from the change feed when an expectation first records a
+// satisfying fact, so a fact itself costs only its own writes. Running it
+// twice changes nothing more.
+func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error {
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		st := newTxState(ctx, tx, agentID)
+		now := s.now()
+		deps, err := st.queryAll(store.Query{Index: store.GSI3, PK: anchorPK(agentID, anchorID), Limit: 1000})
 		if err != nil {
-			return o, err
+			return err
 		}
 		for _, it := range deps {
 			d, err := st.adopt(it)
 			if err != nil {
-				return o, err
+				return err
 			}
-			dsub, err := st.subject(d.Expectation.Subject)
+			sub, err := st.subject(d.Expectation.Subject)
 			if err != nil {
-				return o, err
+				return err
 			}
-			if nd, changed := expect.Reanchor(d, eff.AnchorObservedAt, dsub, now); changed {
+			if nd, changed := expect.Reanchor(d, observedAt, sub, now); changed {
 				st.set(nd)
 			}
+			if len(st.dirty) >= store.MaxCommitWrites {
+				break // the rest follow when this commit's changes are processed
+			}
 		}
-	}
-	return o, nil
+		return st.stage()
+	})
+	return internal(err)
 }
 
 // Withdraw withdraws the open expectations named by ids, all or nothing.

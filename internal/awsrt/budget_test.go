@@ -1,0 +1,130 @@
+package awsrt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
+)
+
+// newRuntime starts a runtime on the emulator with a fresh table and
+// schedule group, counting every AWS call.
+func newRuntime(t *testing.T, counter *dynamo.Counter) *Runtime {
+	t.Helper()
+	endpoint := dynamotest.Start(t)
+	var b [4]byte
+	rand.Read(b[:])
+	name := fmt.Sprintf("budget-%x", b)
+	rt, err := New(context.Background(), Config{
+		Table: name, ScheduleGroup: name,
+		ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
+		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",
+		TokensJSON:       `{"tokens":[{"token":"t","principal":"p","scopes":["agents:write","expectations:write","facts:write","read"],"agents":["*"]}]}`,
+		Endpoint:         endpoint, AllowPrivateAgents: true,
+		APIOptions: []func(*middleware.Stack) error{dynamo.CountingMiddleware(counter)},
+		Log:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamo.CreateTable(context.Background(), rt.DynamoDB, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Clock.CreateGroup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func call(t *testing.T, h http.Handler, method, path string, body any) []byte {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	if raw, ok := body.([]byte); ok {
+		b = raw
+	}
+	req := httptest.NewRequest(method, path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer t")
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 200 {
+		t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body.Bytes())
+	}
+	return w.Body.Bytes()
+}
+
+var writeOps = []string{"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+
+func writes(c *dynamo.Counter) int {
+	n := 0
+	for _, op := range writeOps {
+		n += c.Count(op)
+	}
+	return n
+}
+
+func exp(id, due string, extra ...func(map[string]any)) map[string]any {
+	m := map[string]any{"expectationId": id, "kind": "payment", "subject": map[string]any{"type": "invoice", "id": "42"},
+		"expects": "paid", "satisfiedBy": map[string]any{"factKey": "paid." + id}, "dueAt": due, "basis": "contract"}
+	for _, f := range extra {
+		f(m)
+	}
+	return m
+}
+
+// TestDynamoDBCallBudgets pins the DynamoDB calls of the request paths:
+// raising one expectation is one write (a transaction when it supersedes),
+// a fact is one index query plus one write carrying each expectation it
+// changes and the subject, and nothing ever scans.
+func TestDynamoDBCallBudgets(t *testing.T) {
+	counter := &dynamo.Counter{}
+	rt := newRuntime(t, counter)
+	h := rt.HTTP()
+	agent := a2atest.NewAgent(t, "1.0")
+	call(t, h, "PUT", "/v1/agents/a1", agent.Card())
+	due := expect.FormatTime(time.Now().Add(time.Hour))
+
+	counter.Reset()
+	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e1", due)}})
+	if w, p := writes(counter), counter.Count("PutItem"); w != 1 || p != 1 {
+		t.Fatalf("raise: %d writes (%v), want one PutItem", w, counter.Snapshot())
+	}
+	t.Logf("raise: %v", counter.Snapshot())
+
+	counter.Reset()
+	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e2", due, func(m map[string]any) { m["supersedes"] = "e1" })}})
+	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
+		t.Fatalf("supersede: %v, want one TransactWriteItems", counter.Snapshot())
+	}
+	t.Logf("raise superseding: %v", counter.Snapshot())
+
+	counter.Reset()
+	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.e2", "observedAt": expect.FormatTime(time.Now())}}})
+	if q, w := counter.Count("Query"), writes(counter); q != 1 || w != 1 {
+		t.Fatalf("fact: %v, want one index query and one write", counter.Snapshot())
+	}
+	t.Logf("fact: %v", counter.Snapshot())
+
+	counter.Reset()
+	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.nothing", "observedAt": expect.FormatTime(time.Now())}}})
+	if q, w := counter.Count("Query"), writes(counter); q != 1 || w != 0 {
+		t.Fatalf("fact matching nothing: %v, want one query and no write", counter.Snapshot())
+	}
+	if counter.Count("Scan") != 0 {
+		t.Fatal("a request path scanned")
+	}
+}
