@@ -74,6 +74,9 @@ type Execution struct {
 	Count       int      `json:"count"`
 	Completed   bool     `json:"completed"`
 	CompletedAt string   `json:"completed_at,omitempty"`
+	// Aggregate folds the events as they are stored (same commit), so
+	// VERIFY reads one item however long the execution was.
+	Aggregate anticipate.Aggregate `json:"aggregate"`
 }
 
 // StoredEvent is one event of a plan's chain.

@@ -367,6 +367,7 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 			return err
 		}
 		ex.Head, ex.Count = digest, seq
+		ex.Aggregate.Add(ev)
 		if ev.EventType == anticipate.PlanComplete {
 			ex.Completed, ex.CompletedAt = true, now
 		}
@@ -519,8 +520,6 @@ func (s *Service) Verify(ctx context.Context, planID string) error {
 	if !ex.Completed {
 		return nil
 	}
-	var events []*anticipate.Event
-	var loaded bool
 	for _, antID := range ex.Bound {
 		it, err := s.store.Get(ctx, anticipationKey(antID))
 		if err != nil {
@@ -536,20 +535,6 @@ func (s *Service) Verify(ctx context.Context, planID string) error {
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return wrap(err)
 		}
-		if !loaded {
-			stored, err := s.Events(ctx, planID)
-			if err != nil {
-				return err
-			}
-			for _, se := range stored {
-				ev, err := anticipate.ValidateEvent(se.Event)
-				if err != nil {
-					return fmt.Errorf("stored event %s of %s no longer validates: %w", se.EventID, planID, err)
-				}
-				events = append(events, ev)
-			}
-			loaded = true
-		}
 		a, err := s.compiled(rec)
 		if err != nil {
 			return err
@@ -558,7 +543,7 @@ func (s *Service) Verify(ctx context.Context, planID string) error {
 		if s.watcher != nil {
 			w = watcherEnv{ctx: ctx, r: s.watcher, agent: a.AgentID}
 		}
-		env := anticipate.BuildEnv(events, w)
+		env := ex.Aggregate.Env(w)
 		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
 		vr := &VerificationRecord{}
 		if s.judge != nil {

@@ -29,7 +29,52 @@ type Handler struct {
 	Log     *slog.Logger
 	MaxBody int64
 
-	mux *http.ServeMux
+	mux      *http.ServeMux
+	patterns []string
+}
+
+// route is one entry of the routes table: a ServeMux pattern, the scope it
+// needs ("" when the handler decides, as /a2a does by content) and how it is
+// authenticated.
+type route struct {
+	Pattern string
+	Scope   auth.Scope
+	// Public routes need no token.
+	Public bool
+	// Agent routes also check that the token may act for {agentId}.
+	Agent bool
+	// Eval routes belong to the evaluation loop and exist only when it does.
+	Eval bool
+	fn   func(http.ResponseWriter, *http.Request) error
+}
+
+// routes is the API: every route the handler serves, in one place. The mux
+// is built from it, and openapi.json must document exactly these patterns
+// (TestOpenAPIMatchesRoutes).
+func (h *Handler) routes() []route {
+	return []route{
+		{Pattern: "GET /healthz", Public: true, fn: h.health},
+		{Pattern: "GET /openapi.json", Public: true, fn: h.openAPI},
+		{Pattern: "PUT /v1/agents/{agentId}", Scope: auth.AgentsWrite, Agent: true, fn: h.putCard},
+		{Pattern: "GET /v1/agents/{agentId}", Scope: auth.Read, Agent: true, fn: h.getCard},
+		{Pattern: "POST /v1/agents/{agentId}/expectations", Scope: auth.ExpectationsWrite, Agent: true, fn: h.raise},
+		{Pattern: "GET /v1/agents/{agentId}/expectations", Scope: auth.Read, Agent: true, fn: h.list},
+		{Pattern: "GET /v1/agents/{agentId}/expectations/{expectationId}", Scope: auth.Read, Agent: true, fn: h.get},
+		{Pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", Scope: auth.ExpectationsWrite, Agent: true, fn: h.redeliver},
+		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
+		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
+		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, fn: h.a2a},
+		{Pattern: "GET /v1/deadletters", Scope: auth.Read, fn: h.deadLetters},
+		{Pattern: "POST /v1/anticipations", Scope: auth.AnticipationsWrite, Eval: true, fn: h.declare},
+		{Pattern: "PUT /v1/anticipations/{id}", Scope: auth.AnticipationsWrite, Eval: true, fn: h.replace},
+		{Pattern: "GET /v1/anticipations/{id}", Scope: auth.Read, Eval: true, fn: h.getAnticipation},
+		{Pattern: "GET /v1/anticipations/{id}/verifications", Scope: auth.Read, Eval: true, fn: h.listVerifications},
+		{Pattern: "POST /v1/executions/{planId}/events", Scope: auth.EventsWrite, Eval: true, fn: h.appendEvent},
+		{Pattern: "GET /v1/executions/{planId}/events", Scope: auth.Read, Eval: true, fn: h.listEvents},
+		{Pattern: "GET /v1/verifications/{verificationId}", Scope: auth.Read, Eval: true, fn: h.getVerification},
+		{Pattern: "POST /v1/verifications/{verificationId}/grades", Scope: auth.GradesWrite, Eval: true, fn: h.grade},
+		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
+	}
 }
 
 // New builds the handler and its routes: the watcher's, and the evaluation
@@ -37,25 +82,39 @@ type Handler struct {
 func New(w *watcher.Service, eval *evaluation.Service, a *auth.Authenticator, log *slog.Logger) *Handler {
 	h := &Handler{Watcher: w, Eval: eval, Auth: a, Log: log, MaxBody: DefaultMaxBody}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
-	mux.Handle("PUT /v1/agents/{agentId}", h.agent(auth.AgentsWrite, h.putCard))
-	mux.Handle("GET /v1/agents/{agentId}", h.agent(auth.Read, h.getCard))
-	mux.Handle("POST /v1/agents/{agentId}/expectations", h.agent(auth.ExpectationsWrite, h.raise))
-	mux.Handle("GET /v1/agents/{agentId}/expectations", h.agent(auth.Read, h.list))
-	mux.Handle("GET /v1/agents/{agentId}/expectations/{expectationId}", h.agent(auth.Read, h.get))
-	mux.Handle("POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", h.agent(auth.ExpectationsWrite, h.redeliver))
-	mux.Handle("POST /v1/agents/{agentId}/facts", h.agent(auth.FactsWrite, h.facts))
-	mux.Handle("POST /v1/agents/{agentId}/withdrawals", h.agent(auth.ExpectationsWrite, h.withdraw))
-	mux.Handle("POST /v1/agents/{agentId}/a2a", h.agent("", h.a2a))
-	mux.Handle("GET /v1/deadletters", h.authed(auth.Read, h.deadLetters))
-	if eval != nil {
-		h.evaluationRoutes(mux)
+	for _, rt := range h.routes() {
+		if rt.Eval && eval == nil {
+			continue
+		}
+		h.patterns = append(h.patterns, rt.Pattern)
+		switch {
+		case rt.Public:
+			fn := rt.fn
+			mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
+				if err := fn(w, r); err != nil {
+					writeError(w, r, h.Log, err)
+				}
+			})
+		case rt.Agent:
+			mux.Handle(rt.Pattern, h.agent(rt.Scope, rt.fn))
+		default:
+			mux.Handle(rt.Pattern, h.authed(rt.Scope, rt.fn))
+		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, errs.E(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	h.mux = mux
 	return h
+}
+
+// Patterns returns the ServeMux patterns the handler serves, in the order
+// they were registered (the catch-all "/" that answers 404 excluded).
+func (h *Handler) Patterns() []string { return append([]string(nil), h.patterns...) }
+
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 // ServeHTTP serves one request; a panic in a handler is answered as an

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -43,6 +44,7 @@ var (
 	openSmall    = flag.Int("open-small", 10000, "open expectations for the first fact-cost measurement")
 	openLarge    = flag.Int("open", 1000000, "open expectations for the second fact-cost measurement (0 skips)")
 	dataDir      = flag.String("data", "", "data directory (default: a temporary one)")
+	seedPath     = flag.String("seed", "internal/anticipate/testdata/seed_anticipate.json", "the seed ANTICIPATE used for the event phase")
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	blockProfile = flag.String("blockprofile", "", "write a blocking profile of the whole run here")
 )
@@ -124,7 +126,42 @@ func main() {
 	})
 	_ = raiseStats
 
-	// 3. Lapse latency with many timers pending.
+	// 3. Execution events, spread over one plan per connection (events of
+	// one plan are ordered by its chain, so one writer per plan).
+	seed, err := os.ReadFile(*seedPath)
+	if err != nil {
+		fail(fmt.Errorf("-seed: %w", err))
+	}
+	for c := 0; c < *concurrency; c++ {
+		var m map[string]any
+		json.Unmarshal(seed, &m)
+		m["anticipation_id"], m["plan_id"] = fmt.Sprintf("ant-load-%d", c), fmt.Sprintf("plan-load-%d", c)
+		raw, _ := json.Marshal(m)
+		signed, err := anticipate.Sign(raw)
+		if err != nil {
+			fail(err)
+		}
+		if code := r.post("POST", "/v1/anticipations", signed); code != 201 {
+			fail(fmt.Errorf("declare: %d", code))
+		}
+	}
+	var conn atomic.Int64
+	r.phaseEach("execution event (TOOL_REQUEST)", func() func() int {
+		c := conn.Add(1) - 1
+		n := 0
+		return func() int {
+			n++
+			b, _ := json.Marshal(map[string]any{"event_id": fmt.Sprintf("ev-%d", n), "event_type": "TOOL_REQUEST",
+				"timestamp": expect.FormatTime(time.Now()), "tool": "iam_create_user", "arguments": map[string]any{"n": n}})
+			code := r.post("POST", fmt.Sprintf("/v1/executions/plan-load-%d/events", c), b)
+			if code == 202 {
+				return 200
+			}
+			return code
+		}
+	})
+
+	// 4. Lapse latency with many timers pending.
 	if *pending > 0 {
 		t0 := time.Now()
 		r.bulkRaise("p", *pending, farDue)
@@ -182,7 +219,7 @@ func main() {
 	fmt.Printf("  timer fired after its instant:      p50 %s  p99 %s  max %s\n", pct(fired, 50), pct(fired, 99), pct(fired, 100))
 	fmt.Printf("  lapse committed (lapsedAt - dueAt): p50 %s  p99 %s  max %s\n", pct(committed, 50), pct(committed, 99), pct(committed, 100))
 
-	// 4. Fact cost as open expectations grow.
+	// 5. Fact cost as open expectations grow.
 	if *openSmall > 0 {
 		fmt.Println()
 		small := r.factCost("s", *openSmall, farDue)
@@ -246,6 +283,42 @@ func (r *runner) phase(name string, op func() int) stats {
 	var wg sync.WaitGroup
 	for c := 0; c < *concurrency; c++ {
 		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Now().Before(stop) {
+				t := time.Now()
+				if code := op(); code != 200 {
+					errors.Add(1)
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	rate := float64(len(lat)) / duration.Seconds()
+	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, rate, pct(lat, 50), pct(lat, 99), pct(lat, 100), errors.Load())
+	return stats{p50: pct(lat, 50), p99: pct(lat, 99)}
+}
+
+// phaseEach is phase with per-connection state: mk is called once per
+// connection and returns that connection's operation.
+func (r *runner) phaseEach(name string, mk func() func() int) stats {
+	ops := make(chan func() int, *concurrency)
+	for c := 0; c < *concurrency; c++ {
+		ops <- mk()
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errors atomic.Int64
+	stop := time.Now().Add(*duration)
+	var wg sync.WaitGroup
+	for c := 0; c < *concurrency; c++ {
+		wg.Add(1)
+		op := <-ops
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
