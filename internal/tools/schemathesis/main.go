@@ -144,7 +144,7 @@ func Card() map[string]any {
 				map[string]any{"kind": "payment", "subjectType": "invoice", "describes": "An issued invoice is paid", "basis": "contract"},
 				map[string]any{"kind": "shipment", "subjectType": "order", "describes": "The warehouse ships the order", "basis": "observed"},
 			}}}}},
-		"skills": []any{map[string]any{"id": "handle-lapse", "name": "Handle lapse", "description": "Acts on a lapsed expectation", "tags": []any{"lapse"}}},
+		"skills":            []any{map[string]any{"id": "handle-lapse", "name": "Handle lapse", "description": "Acts on a lapsed expectation", "tags": []any{"lapse"}}},
 		"defaultInputModes": []any{"text/plain"}, "defaultOutputModes": []any{"text/plain"},
 	}
 }
