@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runApp runs the app as the CDK CLI does (cdk.json's "app" command from
+// the repository root, with the output directory and the context in the
+// environment) and returns its exit code and stderr.
+func runApp(t *testing.T, root, outdir string, context map[string]any, env ...string) (int, string) {
+	t.Helper()
+	var cfg struct {
+		App string `json:"app"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "cdk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("cdk.json: %v", err)
+	}
+	args := strings.Fields(cfg.App)
+	if len(args) != 3 || args[0] != "go" || args[1] != "run" || args[2] != "./infra" {
+		t.Fatalf("cdk.json app is %q, want \"go run ./infra\"", cfg.App)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxJSON, _ := json.Marshal(context)
+	cmd := exec.Command(goBin, args[1:]...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outdir, "CDK_CONTEXT_JSON="+string(ctxJSON), "JSII_NODE=")
+	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	err = cmd.Run()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), stderr.String()
+		}
+		t.Fatalf("running the app: %v", err)
+	}
+	return 0, stderr.String()
+}
+
+// TestAppSynthesizes is what CI checks on a fresh machine: the app that
+// cdk.json names synthesizes from a clean checkout with nothing but Go and
+// Node.js (no CDK CLI, no AWS credentials), building the functions itself;
+// and bad input fails with a message saying what to do.
+func TestAppSynthesizes(t *testing.T) {
+	requireNode(t)
+	root := repoRoot(t)
+
+	t.Run("prod", func(t *testing.T) {
+		out := t.TempDir()
+		code, stderr := runApp(t, root, out, map[string]any{"stage": "prod"})
+		if code != 0 {
+			t.Fatalf("synth exited %d:\n%s", code, stderr)
+		}
+		var manifest struct {
+			Artifacts map[string]struct {
+				Type       string `json:"type"`
+				Properties struct {
+					TemplateFile string `json:"templateFile"`
+				} `json:"properties"`
+			} `json:"artifacts"`
+		}
+		readJSON(t, filepath.Join(out, "manifest.json"), &manifest)
+		art, ok := manifest.Artifacts["clockwork-prod"]
+		if !ok || art.Type != "aws:cloudformation:stack" {
+			t.Fatalf("no stack clockwork-prod in the cloud assembly: %+v", manifest.Artifacts)
+		}
+		var tmpl map[string]any
+		readJSON(t, filepath.Join(out, art.Properties.TemplateFile), &tmpl)
+		table := tmpl["Resources"].(map[string]any)["Table"].(map[string]any)
+		if table["DeletionPolicy"] != "Retain" || props(table)["DeletionProtectionEnabled"] != true {
+			t.Errorf("prod table is not retained and protected: %v %v", table["DeletionPolicy"], props(table)["DeletionProtectionEnabled"])
+		}
+		// Three zip assets, each a directory with an arm64 bootstrap.
+		var assets struct {
+			Files map[string]struct {
+				Source struct {
+					Path      string `json:"path"`
+					Packaging string `json:"packaging"`
+				} `json:"source"`
+			} `json:"files"`
+		}
+		readJSON(t, filepath.Join(out, "clockwork-prod.assets.json"), &assets)
+		zips := 0
+		for _, f := range assets.Files {
+			if f.Source.Packaging != "zip" {
+				continue
+			}
+			zips++
+			bin, err := elf.Open(filepath.Join(out, f.Source.Path, "bootstrap"))
+			if err != nil {
+				t.Errorf("asset %s: %v", f.Source.Path, err)
+				continue
+			}
+			if bin.Machine != elf.EM_AARCH64 {
+				t.Errorf("asset %s: bootstrap is %v, want arm64", f.Source.Path, bin.Machine)
+			}
+			bin.Close()
+		}
+		if zips != len(Functions) {
+			t.Errorf("%d function assets, want %d", zips, len(Functions))
+		}
+	})
+
+	t.Run("wrong stage", func(t *testing.T) {
+		code, stderr := runApp(t, root, t.TempDir(), map[string]any{"stage": "qa"})
+		if code == 0 || !strings.Contains(stderr, `unknown stage "qa"`) || !strings.Contains(stderr, "-c stage=prod") {
+			t.Errorf("stage qa: exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+
+	t.Run("no node", func(t *testing.T) {
+		// Only go on PATH: the app must say to install Node.js, not crash.
+		bin := t.TempDir()
+		goBin, _ := exec.LookPath("go")
+		if err := os.Symlink(goBin, filepath.Join(bin, "go")); err != nil {
+			t.Fatal(err)
+		}
+		// Keep cgo as it is (no C compiler on PATH would turn it off and
+		// rebuild everything).
+		cgo, err := exec.Command(goBin, "env", "CGO_ENABLED").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := runApp(t, root, t.TempDir(), nil, "PATH="+bin, "CGO_ENABLED="+strings.TrimSpace(string(cgo)))
+		if code == 0 || !strings.Contains(stderr, "Install Node.js") {
+			t.Errorf("without node: exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Stages the stack can be deployed as. Anything else fails synth.
+var Stages = []string{"dev", "staging", "prod"}
+
+// Config is everything that varies between deployments. DefaultConfig gives
+// the values of each stage; context keys (cdk.json or -c key=value) override
+// some of them, see ConfigFromContext.
+type Config struct {
+	// Stage is dev, staging or prod. dev is disposable: its table is deleted
+	// with the stack and has no deletion protection. staging and prod retain
+	// the table (and its logs) and protect it from deletion.
+	Stage string
+	// Name prefixes every physical name: the stack, the table, the functions,
+	// the schedule group ("clockwork-<stage>").
+	Name string
+	// Arch is the Lambda architecture: "arm64" (default) or "x86_64" (for
+	// emulators on x86 hosts without arm64 emulation).
+	Arch string
+	// TokensParameter is the SSM SecureString parameter holding the tokens
+	// JSON ({"tokens":[{"tokenSha256",...}]}). It is created by the operator,
+	// not by the stack (CloudFormation cannot create SecureStrings).
+	TokensParameter string
+	// LogRetentionDays applies to the functions' and the API's log groups.
+	LogRetentionDays int
+	// ThrottleRate and ThrottleBurst are the HTTP API stage's default route
+	// throttling (requests per second, burst).
+	ThrottleRate, ThrottleBurst int
+	// ClockConcurrency is the clock function's reserved concurrency: it caps
+	// how many instants are processed at once when many fall due together,
+	// which protects the table and the rest of the account's concurrency.
+	// 0 leaves the function unreserved (accounts with a concurrency quota of
+	// 10, new accounts, cannot reserve any).
+	ClockConcurrency int
+	// AlarmEmail, when set, is subscribed to the alarm topic.
+	AlarmEmail string
+	// AllowPrivateAgents lets lapse tasks reach agents on loopback and
+	// private addresses (ALLOW_PRIVATE_AGENTS). Off by default; only a dev
+	// stage may turn it on (for agents beside an emulator).
+	AllowPrivateAgents bool
+}
+
+// Retain reports whether the table and logs outlive the stack.
+func (c Config) Retain() bool { return c.Stage != "dev" }
+
+// DefaultConfig returns the settings of stage, or an error that says which
+// stages exist.
+func DefaultConfig(stage string) (Config, error) {
+	c := Config{
+		Stage: stage, Name: "clockwork-" + stage, Arch: "arm64",
+		TokensParameter: "/clockwork/" + stage + "/tokens",
+	}
+	switch stage {
+	case "dev":
+		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 7, 50, 100, 5
+	case "staging":
+		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 30, 100, 200, 20
+	case "prod":
+		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 90, 1000, 2000, 100
+	default:
+		return Config{}, fmt.Errorf("unknown stage %q: the stage must be one of %s; pass it as -c stage=dev, -c stage=staging or -c stage=prod (cdk.json defaults to dev)",
+			stage, strings.Join(Stages, ", "))
+	}
+	return c, nil
+}
+
+// ContextKeys are the context keys ConfigFromContext reads.
+var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents"}
+
+// ConfigFromContext builds the configuration from CDK context values (get
+// returns the value of a key and whether it is set). Context values may be
+// strings (from -c) or JSON values (from cdk.json). Every error names the key
+// and the accepted values.
+func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
+	str := func(key string) (string, bool, error) {
+		v, ok := get(key)
+		if !ok || v == nil {
+			return "", false, nil
+		}
+		switch x := v.(type) {
+		case string:
+			return strings.TrimSpace(x), true, nil
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64), true, nil
+		case bool:
+			return strconv.FormatBool(x), true, nil
+		default:
+			return "", true, fmt.Errorf("context %s: %v is not a string or number", key, v)
+		}
+	}
+	stage, ok, err := str("stage")
+	if err != nil {
+		return Config{}, err
+	}
+	if !ok || stage == "" {
+		stage = "dev"
+	}
+	c, err := DefaultConfig(stage)
+	if err != nil {
+		return c, err
+	}
+	if v, ok, err := str("arch"); err != nil {
+		return c, err
+	} else if ok {
+		switch v {
+		case "arm64", "x86_64":
+			c.Arch = v
+		default:
+			return c, fmt.Errorf("context arch: %q is not a Lambda architecture; use -c arch=arm64 (default) or -c arch=x86_64", v)
+		}
+	}
+	if v, ok, err := str("tokensParameter"); err != nil {
+		return c, err
+	} else if ok {
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " *?") {
+			return c, fmt.Errorf("context tokensParameter: %q is not an SSM parameter path; use a name such as /clockwork/%s/tokens", v, c.Stage)
+		}
+		c.TokensParameter = v
+	}
+	ints := []struct {
+		key string
+		dst *int
+		min int
+	}{{"clockConcurrency", &c.ClockConcurrency, 0}, {"throttleRate", &c.ThrottleRate, 1}, {"throttleBurst", &c.ThrottleBurst, 1}}
+	for _, it := range ints {
+		v, ok, err := str(it.key)
+		if err != nil {
+			return c, err
+		}
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < it.min {
+			return c, fmt.Errorf("context %s: %q is not an integer >= %d; pass e.g. -c %s=%d", it.key, v, it.min, it.key, *it.dst)
+		}
+		*it.dst = n
+	}
+	if v, ok, err := str("alarmEmail"); err != nil {
+		return c, err
+	} else if ok && v != "" {
+		if !strings.Contains(v, "@") {
+			return c, fmt.Errorf("context alarmEmail: %q is not an e-mail address", v)
+		}
+		c.AlarmEmail = v
+	}
+	if v, ok, err := str("allowPrivateAgents"); err != nil {
+		return c, err
+	} else if ok && v != "" {
+		allow, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("context allowPrivateAgents: %q is not true or false", v)
+		}
+		if allow && c.Stage != "dev" {
+			return c, fmt.Errorf("context allowPrivateAgents: only a dev stage may send lapse tasks to private addresses (stage is %s); drop -c allowPrivateAgents=true", c.Stage)
+		}
+		c.AllowPrivateAgents = allow
+	}
+	return c, nil
+}

@@ -1,0 +1,451 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Route is one route of the HTTP API. Every route goes to the API function;
+// the list mirrors the patterns internal/httpapi registers (a test keeps the
+// two in step), so a request for anything else is refused by API Gateway
+// without invoking (or billing) a function.
+type Route struct{ Method, Path string }
+
+// Routes of the HTTP API.
+var Routes = []Route{
+	{"GET", "/healthz"},
+	{"GET", "/openapi.json"},
+	{"PUT", "/v1/agents/{agentId}"},
+	{"GET", "/v1/agents/{agentId}"},
+	{"POST", "/v1/agents/{agentId}/expectations"},
+	{"GET", "/v1/agents/{agentId}/expectations"},
+	{"GET", "/v1/agents/{agentId}/expectations/{expectationId}"},
+	{"POST", "/v1/agents/{agentId}/expectations/{expectationId}/redeliver"},
+	{"POST", "/v1/agents/{agentId}/facts"},
+	{"POST", "/v1/agents/{agentId}/withdrawals"},
+	{"POST", "/v1/agents/{agentId}/a2a"},
+	{"GET", "/v1/deadletters"},
+	{"POST", "/v1/anticipations"},
+	{"PUT", "/v1/anticipations/{id}"},
+	{"GET", "/v1/anticipations/{id}"},
+	{"GET", "/v1/anticipations/{id}/verifications"},
+	{"POST", "/v1/executions/{planId}/events"},
+	{"GET", "/v1/executions/{planId}/events"},
+	{"GET", "/v1/verifications/{verificationId}"},
+	{"POST", "/v1/verifications/{verificationId}/grades"},
+	{"GET", "/v1/keys/verify"},
+}
+
+// Stream event source settings (see docs/operations.md).
+const (
+	StreamBatchSize      = 10
+	StreamRetryAttempts  = 10
+	StreamMaxRecordAgeHr = 6
+)
+
+// Function settings: memory (MB) and timeout (s).
+const (
+	FunctionMemoryMB = 256
+	APITimeoutS      = 25  // under API Gateway's 30 s integration limit
+	ClockTimeoutS    = 30  // one instant: a read and a conditional write
+	StreamTimeoutS   = 300 // a batch, with lapse deliveries and their backoff
+)
+
+// TableActions are the item-level DynamoDB actions the functions use (the
+// adapter's GetItem, Query, PutItem, UpdateItem, DeleteItem and
+// TransactWriteItems, whose parts are authorised as the single-item actions
+// plus ConditionCheckItem). Queries on the indexes need dynamodb:Query on
+// table/index/*.
+var TableActions = []string{
+	"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
+	"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
+}
+
+// SchedulerActions are what the stream function does to the schedules of
+// its group.
+var SchedulerActions = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
+
+// StackProps configures NewStack.
+type StackProps struct {
+	awscdk.StackProps
+	Config Config
+	// FunctionDirs maps each name in Functions to a directory holding its
+	// bootstrap executable (see BuildFunctions).
+	FunctionDirs map[string]string
+}
+
+// Stack is the deployed service.
+type Stack struct {
+	awscdk.Stack
+	Table                 awsdynamodb.Table
+	API, Clock, Stream    awslambda.Function
+	HTTPAPI               awsapigatewayv2.HttpApi
+	HTTPStage             awsapigatewayv2.HttpStage
+	ScheduleGroup         awsscheduler.ScheduleGroup
+	SchedulerRole         awsiam.Role
+	SchedulerDLQ          awssqs.Queue
+	StreamFailureQueue    awssqs.Queue
+	AlarmTopic            awssns.Topic
+	Alarms                []awscloudwatch.Alarm
+	APIOutput, TableOuput awscdk.CfnOutput
+}
+
+func s(v string) *string   { return jsii.String(v) }
+func n(v float64) *float64 { return jsii.Number(v) }
+func b(v bool) *bool       { return jsii.Bool(v) }
+func strs(v ...string) *[]*string {
+	return jsii.Strings(v...)
+}
+
+func retention(days int) awslogs.RetentionDays {
+	switch days {
+	case 7:
+		return awslogs.RetentionDays_ONE_WEEK
+	case 30:
+		return awslogs.RetentionDays_ONE_MONTH
+	case 90:
+		return awslogs.RetentionDays_THREE_MONTHS
+	case 365:
+		return awslogs.RetentionDays_ONE_YEAR
+	}
+	panic(fmt.Sprintf("no log retention of %d days", days))
+}
+
+// NewStack defines the stack: the table, the three functions, the HTTP API,
+// the schedule group and the role Scheduler assumes, the stream mapping, the
+// dead-letter queues and the alarms.
+func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
+	cfg := props.Config
+	sp := props.StackProps
+	if sp.StackName == nil {
+		sp.StackName = s(cfg.Name)
+	}
+	if sp.Description == nil {
+		sp.Description = s(fmt.Sprintf("clockwork (%s): expectations watcher and evaluation loop, Lambda + API Gateway + DynamoDB + EventBridge Scheduler", cfg.Stage))
+	}
+	st := &Stack{Stack: awscdk.NewStack(scope, s(id), &sp)}
+	stack := st.Stack
+	awscdk.Tags_Of(stack).Add(s("app"), s("clockwork"), nil)
+	awscdk.Tags_Of(stack).Add(s("stage"), s(cfg.Stage), nil)
+
+	// State outlives the stack outside dev.
+	stateRemoval := awscdk.RemovalPolicy_DESTROY
+	if cfg.Retain() {
+		stateRemoval = awscdk.RemovalPolicy_RETAIN
+	}
+
+	// The table: the single-table design of the README (pk/sk and the sparse
+	// GSIs gsiN on gsiN_pk/gsiN_sk, projecting ALL, as the DynamoDB adapter
+	// checks). No TTL: nothing in the design expires.
+	st.Table = awsdynamodb.NewTable(stack, s("Table"), &awsdynamodb.TableProps{
+		TableName:    s(cfg.Name),
+		PartitionKey: &awsdynamodb.Attribute{Name: s("pk"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: s("sk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Stream:       awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: b(true),
+		},
+		DeletionProtection: b(cfg.Retain()),
+		RemovalPolicy:      stateRemoval,
+	})
+	for _, ix := range store.Indexes {
+		name := string(ix)
+		st.Table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      s(name),
+			PartitionKey:   &awsdynamodb.Attribute{Name: s(name + "_pk"), Type: awsdynamodb.AttributeType_STRING},
+			SortKey:        &awsdynamodb.Attribute{Name: s(name + "_sk"), Type: awsdynamodb.AttributeType_STRING},
+			ProjectionType: awsdynamodb.ProjectionType_ALL,
+		})
+	}
+	// A fixed logical id (and a fixed name): a refactoring of the construct
+	// tree can never make CloudFormation replace the table.
+	st.Table.Node().DefaultChild().(awsdynamodb.CfnTable).OverrideLogicalId(s("Table"))
+
+	// Dead letters. Scheduler's: schedules whose invocation of the clock
+	// function failed after Scheduler's retries, and (as the function's own
+	// dead-letter queue) instants whose asynchronous invocation failed after
+	// Lambda's retries; every message is one instant, replayable as is.
+	// The stream's: batches the stream function gave up on.
+	queue := func(id, name string) awssqs.Queue {
+		return awssqs.NewQueue(stack, s(id), &awssqs.QueueProps{
+			QueueName:       s(cfg.Name + "-" + name),
+			RetentionPeriod: awscdk.Duration_Days(n(14)),
+			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+			EnforceSSL:      b(true),
+		})
+	}
+	st.SchedulerDLQ = queue("SchedulerDlq", "scheduler-dlq")
+	st.StreamFailureQueue = queue("StreamFailureQueue", "stream-failures")
+
+	// The schedule group holds one one-time schedule per instant.
+	st.ScheduleGroup = awsscheduler.NewScheduleGroup(stack, s("ScheduleGroup"), &awsscheduler.ScheduleGroupProps{
+		ScheduleGroupName: s(cfg.Name),
+		RemovalPolicy:     stateRemoval,
+	})
+	schedulesArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: s("scheduler"), Resource: s("schedule"), ResourceName: s(cfg.Name + "/*"),
+		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+
+	logGroup := func(id string) awslogs.LogGroup {
+		return awslogs.NewLogGroup(stack, s(id), &awslogs.LogGroupProps{
+			Retention:     retention(cfg.LogRetentionDays),
+			RemovalPolicy: stateRemoval,
+		})
+	}
+	arch := awslambda.Architecture_ARM_64()
+	if cfg.Arch == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
+	common := map[string]string{
+		"TABLE_NAME":           cfg.Name,
+		"STAGE":                cfg.Stage,
+		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
+	}
+	function := func(id, name, desc string, timeout float64, env map[string]string, extra func(*awslambda.FunctionProps)) awslambda.Function {
+		dir, ok := props.FunctionDirs[name]
+		if !ok {
+			panic(fmt.Sprintf("no build of function %s", name))
+		}
+		vars := map[string]*string{}
+		for k, v := range common {
+			vars[k] = s(v)
+		}
+		for k, v := range env {
+			vars[k] = s(v)
+		}
+		// An explicit role instead of the AWSLambdaBasicExecutionRole
+		// managed policy (logs on every log group): this function's log
+		// group only.
+		logs := logGroup(id + "Logs")
+		role := awsiam.NewRole(stack, s(id+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(s("lambda.amazonaws.com"), nil),
+			Description: s("Execution role of " + cfg.Name + "-" + name),
+		})
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("OwnLogs"), Actions: strs("logs:CreateLogStream", "logs:PutLogEvents"), Resources: &[]*string{logs.LogGroupArn()},
+		}))
+		p := &awslambda.FunctionProps{
+			FunctionName:  s(cfg.Name + "-" + name),
+			Description:   s(desc),
+			Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:  arch,
+			Handler:       s("bootstrap"),
+			Code:          awslambda.Code_FromAsset(s(dir), nil),
+			MemorySize:    n(FunctionMemoryMB),
+			Timeout:       awscdk.Duration_Seconds(n(timeout)),
+			Tracing:       awslambda.Tracing_ACTIVE,
+			LogGroup:      logs,
+			Role:          role,
+			LoggingFormat: awslambda.LoggingFormat_JSON,
+			Environment:   &vars,
+		}
+		if extra != nil {
+			extra(p)
+		}
+		fn := awslambda.NewFunction(stack, s(id), p)
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("TableItems"), Actions: strs(TableActions...), Resources: &[]*string{st.Table.TableArn()},
+		}))
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("TableIndexQueries"), Actions: strs("dynamodb:Query"),
+			Resources: &[]*string{awscdk.Fn_Join(s(""), &[]*string{st.Table.TableArn(), s("/index/*")})},
+		}))
+		return fn
+	}
+
+	// The clock function: the Scheduler target, invoked asynchronously with
+	// one instant. Reserved concurrency bounds the burst when many instants
+	// fall due together (it protects the table and the account's other
+	// functions); throttled events wait in Lambda's async queue.
+	st.Clock = function("ClockFunction", "clock", "Scheduler target: evaluates one instant (due, grace end, horizon) of one expectation",
+		ClockTimeoutS, nil, func(p *awslambda.FunctionProps) {
+			if cfg.ClockConcurrency > 0 {
+				p.ReservedConcurrentExecutions = n(float64(cfg.ClockConcurrency))
+			}
+			p.DeadLetterQueue = st.SchedulerDLQ
+			p.RetryAttempts = n(2)
+			p.MaxEventAge = awscdk.Duration_Hours(n(6))
+		})
+
+	// The role Scheduler assumes to invoke the clock function and to
+	// dead-letter what it could not deliver. Only this account's Scheduler
+	// may assume it.
+	st.SchedulerRole = awsiam.NewRole(stack, s("SchedulerRole"), &awsiam.RoleProps{
+		Description: s("Assumed by EventBridge Scheduler (" + cfg.Name + " schedules) to invoke the clock function"),
+		AssumedBy: awsiam.NewServicePrincipal(s("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]interface{}{
+				"StringEquals": map[string]interface{}{"aws:SourceAccount": stack.Account()},
+			},
+		}),
+	})
+	st.SchedulerRole.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("InvokeClock"), Actions: strs("lambda:InvokeFunction"),
+		Resources: &[]*string{st.Clock.FunctionArn(), awscdk.Fn_Join(s(""), &[]*string{st.Clock.FunctionArn(), s(":*")})},
+	}))
+	st.SchedulerRole.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("DeadLetter"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.SchedulerDLQ.QueueArn()},
+	}))
+
+	// The stream function: consumes the table's stream, creates and deletes
+	// the schedules of the group (passing the scheduler role to Scheduler),
+	// delivers lapse tasks and runs VERIFY.
+	st.Stream = function("StreamFunction", "stream", "DynamoDB Streams consumer: schedules instants, delivers lapse tasks, runs VERIFY",
+		StreamTimeoutS, map[string]string{
+			"SCHEDULE_GROUP":     cfg.Name,
+			"CLOCK_FUNCTION_ARN": *st.Clock.FunctionArn(),
+			"SCHEDULER_ROLE_ARN": *st.SchedulerRole.RoleArn(),
+			"SCHEDULER_DLQ_ARN":  *st.SchedulerDLQ.QueueArn(),
+		}, nil)
+	st.Stream.Node().AddDependency(st.ScheduleGroup)
+	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("Schedules"), Actions: strs(SchedulerActions...), Resources: &[]*string{schedulesArn},
+	}))
+	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("PassSchedulerRole"), Actions: strs("iam:PassRole"), Resources: &[]*string{st.SchedulerRole.RoleArn()},
+		Conditions: &map[string]interface{}{
+			"StringEquals": map[string]interface{}{"iam:PassedToService": "scheduler.amazonaws.com"},
+		},
+	}))
+	st.Stream.AddEventSource(awslambdaeventsources.NewDynamoEventSource(st.Table, &awslambdaeventsources.DynamoEventSourceProps{
+		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:               n(StreamBatchSize),
+		BisectBatchOnError:      b(true),
+		RetryAttempts:           n(StreamRetryAttempts),
+		MaxRecordAge:            awscdk.Duration_Hours(n(StreamMaxRecordAgeHr)),
+		ReportBatchItemFailures: b(true),
+		ParallelizationFactor:   n(1),
+		OnFailure:               awslambdaeventsources.NewSqsDlq(st.StreamFailureQueue),
+	}))
+
+	// The API function reads the hashed tokens from SSM (SecureString,
+	// created by the operator; the AWS managed key aws/ssm needs no extra
+	// grant).
+	tokensArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.TokensParameter, "/")),
+		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
+		APITimeoutS, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
+	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("ReadTokens"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{tokensArn},
+	}))
+
+	// The HTTP API: explicit routes, default-route throttling, JSON access
+	// logs (no headers, so no bearer tokens, are logged).
+	st.HTTPAPI = awsapigatewayv2.NewHttpApi(stack, s("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            s(cfg.Name),
+		Description:        s("clockwork HTTP API (" + cfg.Stage + ")"),
+		CreateDefaultStage: b(false),
+	})
+	st.HTTPStage = awsapigatewayv2.NewHttpStage(stack, s("HttpApiStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    st.HTTPAPI,
+		StageName:  s("$default"),
+		AutoDeploy: b(true),
+		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: n(float64(cfg.ThrottleRate)), BurstLimit: n(float64(cfg.ThrottleBurst))},
+	})
+	accessLogs := logGroup("HttpApiAccessLogs")
+	st.HTTPStage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: accessLogs.LogGroupArn(),
+		Format:         s(AccessLogFormat),
+	})
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(s("ApiIntegration"), st.API, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+		PayloadFormatVersion:   awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+		ScopePermissionToRoute: b(false),
+	})
+	for _, r := range Routes {
+		st.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: s(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration,
+		})
+	}
+
+	// Alarms, to a topic (subscribe to it, or pass -c alarmEmail=...).
+	st.AlarmTopic = awssns.NewTopic(stack, s("AlarmTopic"), &awssns.TopicProps{TopicName: s(cfg.Name + "-alarms")})
+	if cfg.AlarmEmail != "" {
+		st.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(s(cfg.AlarmEmail), nil))
+	}
+	alarm := func(id, name, desc string, metric awscloudwatch.IMetric, threshold, periods float64) {
+		a := awscloudwatch.NewAlarm(stack, s(id), &awscloudwatch.AlarmProps{
+			AlarmName:          s(cfg.Name + "-" + name),
+			AlarmDescription:   s(desc),
+			Metric:             metric,
+			Threshold:          n(threshold),
+			EvaluationPeriods:  n(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(st.AlarmTopic))
+		st.Alarms = append(st.Alarms, a)
+	}
+	fiveMin := awscdk.Duration_Minutes(n(5))
+	oneMin := awscdk.Duration_Minutes(n(1))
+	alarm("SchedulerDlqDepthAlarm", "scheduler-dlq-depth",
+		"Instants that were not processed are waiting in the scheduler dead-letter queue: see docs/operations.md (Dead letters)",
+		st.SchedulerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
+	alarm("StreamFailureDepthAlarm", "stream-failures-depth",
+		"Stream batches the stream function gave up on are waiting in the stream failure queue: see docs/operations.md (Dead letters)",
+		st.StreamFailureQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
+	for _, f := range []struct {
+		id, name string
+		fn       awslambda.Function
+	}{{"Api", "api", st.API}, {"Clock", "clock", st.Clock}, {"Stream", "stream", st.Stream}} {
+		alarm(f.id+"ErrorsAlarm", f.name+"-errors", "The "+f.name+" function failed (errors or timeouts) in the last 5 minutes",
+			f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Sum")}), 1, 1)
+	}
+	alarm("ClockThrottlesAlarm", "clock-throttles",
+		"The clock function hit its reserved concurrency: instants are delayed (raise -c clockConcurrency)",
+		st.Clock.MetricThrottles(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Sum")}), 1, 1)
+	alarm("StreamIteratorAgeAlarm", "stream-iterator-age",
+		"The stream function is more than a minute behind the table's stream for 5 minutes: scheduling and lapse delivery are delayed",
+		st.Stream.Metric(s("IteratorAge"), &awscloudwatch.MetricOptions{Period: oneMin, Statistic: s("Maximum")}), 60_000, 5)
+
+	st.APIOutput = awscdk.NewCfnOutput(stack, s("ApiUrl"), &awscdk.CfnOutputProps{
+		Value: st.HTTPStage.Url(), Description: s("Base URL of the HTTP API"),
+	})
+	st.TableOuput = awscdk.NewCfnOutput(stack, s("TableName"), &awscdk.CfnOutputProps{
+		Value: st.Table.TableName(), Description: s("DynamoDB table (TABLE_NAME)"),
+	})
+	for _, o := range []struct{ id, desc, value string }{
+		{"ApiId", "Id of the HTTP API", *st.HTTPAPI.ApiId()},
+		{"ScheduleGroupName", "EventBridge Scheduler group (SCHEDULE_GROUP)", *st.ScheduleGroup.ScheduleGroupName()},
+		{"ClockFunctionArn", "Scheduler target (CLOCK_FUNCTION_ARN)", *st.Clock.FunctionArn()},
+		{"SchedulerRoleArn", "Role Scheduler assumes (SCHEDULER_ROLE_ARN)", *st.SchedulerRole.RoleArn()},
+		{"SchedulerDlqArn", "Dead-letter queue of the Scheduler targets (SCHEDULER_DLQ_ARN)", *st.SchedulerDLQ.QueueArn()},
+		{"SchedulerDlqUrl", "Dead-letter queue of the Scheduler targets (URL)", *st.SchedulerDLQ.QueueUrl()},
+		{"StreamFailureQueueUrl", "On-failure destination of the stream mapping (URL)", *st.StreamFailureQueue.QueueUrl()},
+		{"TokensParameterName", "SSM SecureString the API reads the tokens from (TOKENS_PARAMETER)", cfg.TokensParameter},
+		{"AlarmTopicArn", "SNS topic of the alarms", *st.AlarmTopic.TopicArn()},
+	} {
+		awscdk.NewCfnOutput(stack, s(o.id), &awscdk.CfnOutputProps{Value: s(o.value), Description: s(o.desc)})
+	}
+	return st
+}
+
+// AccessLogFormat is the HTTP API access log line: JSON, one object per
+// request, without headers or bodies.
+const AccessLogFormat = `{"requestId":"$context.requestId","requestTime":"$context.requestTime","ip":"$context.identity.sourceIp",` +
+	`"userAgent":"$context.identity.userAgent","httpMethod":"$context.httpMethod","routeKey":"$context.routeKey","path":"$context.path",` +
+	`"status":"$context.status","protocol":"$context.protocol","responseLength":"$context.responseLength",` +
+	`"responseLatency":"$context.responseLatency","integrationLatency":"$context.integrationLatency",` +
+	`"integrationStatus":"$context.integrationStatus","integrationError":"$context.integrationErrorMessage","error":"$context.error.message"}`

@@ -1,0 +1,480 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+type obj = map[string]any
+type arr = []any
+
+func like(m obj) assertions.Matcher         { return assertions.Match_ObjectLike(&m) }
+func arrayWith(a ...any) assertions.Matcher { return assertions.Match_ArrayWith(&a) }
+
+func TestTable(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			assert(t, "one table", func() { tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(1)) })
+
+			var gsis arr
+			for _, ix := range store.Indexes {
+				name := string(ix)
+				gsis = append(gsis, obj{
+					"IndexName": name,
+					"KeySchema": arr{
+						obj{"AttributeName": name + "_pk", "KeyType": "HASH"},
+						obj{"AttributeName": name + "_sk", "KeyType": "RANGE"},
+					},
+					"Projection": obj{"ProjectionType": "ALL"},
+				})
+			}
+			assert(t, "table properties", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj{
+					"TableName":                        "clockwork-" + stage,
+					"KeySchema":                        arr{obj{"AttributeName": "pk", "KeyType": "HASH"}, obj{"AttributeName": "sk", "KeyType": "RANGE"}},
+					"BillingMode":                      "PAY_PER_REQUEST",
+					"StreamSpecification":              obj{"StreamViewType": "NEW_AND_OLD_IMAGES"},
+					"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
+					"DeletionProtectionEnabled":        stage != "dev",
+					"GlobalSecondaryIndexes":           assertions.Match_ArrayEquals(&gsis),
+					// No TTL: nothing in the table design expires.
+					"TimeToLiveSpecification": assertions.Match_Absent(),
+					// On-demand: no provisioned throughput anywhere.
+					"ProvisionedThroughput": assertions.Match_Absent(),
+				})
+			})
+
+			// A fixed logical id: redeploys (and refactors of the construct
+			// tree) update the table in place, never replace it.
+			table, ok := tj["Resources"].(obj)["Table"].(obj)
+			if !ok || table["Type"] != "AWS::DynamoDB::Table" {
+				t.Fatalf("the table's logical id is not the fixed id \"Table\"")
+			}
+			policy := "Delete"
+			if stage != "dev" {
+				policy = "Retain"
+			}
+			if table["DeletionPolicy"] != policy || table["UpdateReplacePolicy"] != policy {
+				t.Errorf("table DeletionPolicy/UpdateReplacePolicy = %v/%v, want %s", table["DeletionPolicy"], table["UpdateReplacePolicy"], policy)
+			}
+		})
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			cfg := sy.cfg
+			assert(t, "three functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(3)) })
+			// Every function: arm64, provided.al2023 (bootstrap), traced,
+			// JSON logs to its own log group with retention.
+			assert(t, "every function", func() {
+				tmpl.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), obj{
+					"Architectures": arr{"arm64"},
+					"Runtime":       "provided.al2023",
+					"Handler":       "bootstrap",
+					"TracingConfig": obj{"Mode": "Active"},
+					"LoggingConfig": like(obj{"LogFormat": "JSON", "LogGroup": like(obj{"Ref": assertions.Match_AnyValue()})}),
+					"MemorySize":    FunctionMemoryMB,
+					"Code":          like(obj{"S3Key": assertions.Match_StringLikeRegexp(jsii.String(`^[0-9a-f]{64}\.zip$`))}),
+				})
+			})
+			logGroups := resources(tj, "AWS::Logs::LogGroup")
+			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false"}
+			env := map[string]obj{
+				"api":   {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
+				"clock": {},
+				"stream": {
+					"SCHEDULE_GROUP":     "clockwork-" + stage,
+					"CLOCK_FUNCTION_ARN": getAtt(fnID(t, tj, "clock", stage), "Arn"),
+					"SCHEDULER_ROLE_ARN": getAtt(onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function"), "Arn"),
+					"SCHEDULER_DLQ_ARN":  getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq"), "Arn"),
+				},
+			}
+			assets := map[string]bool{}
+			for _, name := range Functions {
+				_, fn := only(t, tj, "AWS::Lambda::Function", "FunctionName", "clockwork-"+stage+"-"+name)
+				p := props(fn)
+				want := obj{}
+				for k, v := range common {
+					want[k] = v
+				}
+				for k, v := range env[name] {
+					want[k] = v
+				}
+				got := p["Environment"].(obj)["Variables"].(obj)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s environment:\n got %v\nwant %v", name, got, want)
+				}
+				lg := p["LoggingConfig"].(obj)["LogGroup"].(obj)["Ref"].(string)
+				if d := props(logGroups[lg])["RetentionInDays"]; fmt.Sprint(d) != fmt.Sprint(cfg.LogRetentionDays) {
+					t.Errorf("%s log group retention = %v days, want %d", name, d, cfg.LogRetentionDays)
+				}
+				assets[p["Code"].(obj)["S3Key"].(string)] = true
+			}
+			if len(assets) != 3 {
+				t.Errorf("the three functions share code assets: %v", assets)
+			}
+			// Reserved concurrency on the clock function only: it bounds
+			// the burst of due instants against the table; the stream
+			// function is bounded by the shards, the API by throttling.
+			assert(t, "clock reserved concurrency, DLQ", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
+					"FunctionName":                 "clockwork-" + stage + "-clock",
+					"ReservedConcurrentExecutions": cfg.ClockConcurrency,
+					"Timeout":                      ClockTimeoutS,
+					"DeadLetterConfig":             obj{"TargetArn": getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq"), "Arn")},
+				})
+			})
+			for _, name := range []string{"api", "stream"} {
+				assert(t, name+" unreserved", func() {
+					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
+						"FunctionName": "clockwork-" + stage + "-" + name, "ReservedConcurrentExecutions": assertions.Match_Absent(),
+					})
+				})
+			}
+			assert(t, "clock async retries", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), obj{
+					"FunctionName": ref(fnID(t, tj, "clock", stage)), "MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 6 * 3600,
+				})
+			})
+			assert(t, "timeouts", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"FunctionName": "clockwork-" + stage + "-api", "Timeout": APITimeoutS})
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"FunctionName": "clockwork-" + stage + "-stream", "Timeout": StreamTimeoutS})
+			})
+		})
+	}
+}
+
+func fnID(t *testing.T, tj obj, name, stage string) string {
+	t.Helper()
+	id, _ := only(t, tj, "AWS::Lambda::Function", "FunctionName", "clockwork-"+stage+"-"+name)
+	return id
+}
+
+func onlyID(t *testing.T, tj obj, typ, key string, value any) string {
+	t.Helper()
+	id, _ := only(t, tj, typ, key, value)
+	return id
+}
+
+func TestHTTPAPI(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj, cfg := sy.template, sy.json, sy.cfg
+			apiID, _ := only(t, tj, "AWS::ApiGatewayV2::Api", "ProtocolType", "HTTP")
+			assert(t, "stage: throttling, access logs", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), obj{
+					"ApiId":                ref(apiID),
+					"StageName":            "$default",
+					"AutoDeploy":           true,
+					"DefaultRouteSettings": obj{"ThrottlingRateLimit": cfg.ThrottleRate, "ThrottlingBurstLimit": cfg.ThrottleBurst},
+					"AccessLogSettings":    like(obj{"DestinationArn": like(obj{"Fn::GetAtt": arrayWith("Arn")})}),
+				})
+			})
+			_, st := only(t, tj, "AWS::ApiGatewayV2::Stage", "StageName", "$default")
+			als := props(st)["AccessLogSettings"].(obj)
+			dest := als["DestinationArn"].(obj)["Fn::GetAtt"].(arr)[0].(string)
+			if lg := resources(tj, "AWS::Logs::LogGroup")[dest]; lg == nil || fmt.Sprint(props(lg)["RetentionInDays"]) != fmt.Sprint(cfg.LogRetentionDays) {
+				t.Errorf("access logs go to %s, not a log group with %d days retention", dest, cfg.LogRetentionDays)
+			}
+			var format map[string]string
+			if err := json.Unmarshal([]byte(als["Format"].(string)), &format); err != nil {
+				t.Errorf("access log format is not JSON: %v", err)
+			}
+			for _, k := range []string{"requestId", "ip", "routeKey", "status", "responseLatency", "integrationError"} {
+				if format[k] == "" {
+					t.Errorf("access log format lacks %s", k)
+				}
+			}
+			if f := strings.ToLower(als["Format"].(string)); strings.Contains(f, "header") || strings.Contains(f, "authorization") {
+				t.Errorf("access log format must not log headers (bearer tokens): %s", f)
+			}
+
+			// Routes: exactly the list, every one to the API function.
+			var got, want []string
+			intID, _ := only(t, tj, "AWS::ApiGatewayV2::Integration", "PayloadFormatVersion", "2.0")
+			for _, r := range resources(tj, "AWS::ApiGatewayV2::Route") {
+				got = append(got, props(r)["RouteKey"].(string))
+				target := fmt.Sprint(props(r)["Target"])
+				if !strings.Contains(target, intID) {
+					t.Errorf("route %s targets %s, not the API integration", props(r)["RouteKey"], target)
+				}
+			}
+			for _, r := range Routes {
+				want = append(want, r.Method+" "+r.Path)
+			}
+			sort.Strings(got)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("routes:\n got %v\nwant %v", got, want)
+			}
+			assert(t, "integration", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), obj{
+					"ApiId": ref(apiID), "IntegrationType": "AWS_PROXY", "PayloadFormatVersion": "2.0",
+					"IntegrationUri": getAtt(fnID(t, tj, "api", stage), "Arn"),
+				})
+			})
+			// One invoke permission, scoped to this API.
+			assert(t, "one permission", func() {
+				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(1))
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
+					"Principal": "apigateway.amazonaws.com", "Action": "lambda:InvokeFunction",
+					"FunctionName": getAtt(fnID(t, tj, "api", stage), "Arn"),
+					"SourceArn":    like(obj{"Fn::Join": arrayWith(arrayWith(ref(apiID)))}),
+				})
+			})
+		})
+	}
+}
+
+func TestScheduler(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			gid, group := only(t, tj, "AWS::Scheduler::ScheduleGroup", "Name", "clockwork-"+stage)
+			policy := "Delete"
+			if stage != "dev" {
+				policy = "Retain"
+			}
+			if group["DeletionPolicy"] != policy {
+				t.Errorf("schedule group %s DeletionPolicy = %v, want %s (it holds the pending instants)", gid, group["DeletionPolicy"], policy)
+			}
+			roleID := onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function")
+			assert(t, "scheduler role trust", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::IAM::Role"), obj{
+					"Description": "Assumed by EventBridge Scheduler (clockwork-" + stage + " schedules) to invoke the clock function",
+					"AssumeRolePolicyDocument": like(obj{"Statement": arr{obj{
+						"Action": "sts:AssumeRole", "Effect": "Allow",
+						"Principal": obj{"Service": "scheduler.amazonaws.com"},
+						"Condition": obj{"StringEquals": obj{"aws:SourceAccount": ref("AWS::AccountId")}},
+					}}}),
+				})
+			})
+			clock := fnID(t, tj, "clock", stage)
+			dlq := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq")
+			acts := actionsOf(statementsOfRole(tj, roleID))
+			if len(acts) != 2 {
+				t.Errorf("scheduler role may do %v, want only lambda:InvokeFunction and sqs:SendMessage", keys(acts))
+			}
+			wantInvoke := arr{getAtt(clock, "Arn"), obj{"Fn::Join": arr{"", arr{getAtt(clock, "Arn"), ":*"}}}}
+			if r := acts["lambda:InvokeFunction"]; fmt.Sprint(r) != fmt.Sprint(wantInvoke) {
+				t.Errorf("scheduler role invokes %v, want the clock function (and its versions) only", r)
+			}
+			if r := acts["sqs:SendMessage"]; fmt.Sprint(r) != fmt.Sprint(arr{getAtt(dlq, "Arn")}) {
+				t.Errorf("scheduler role sends to %v, want the scheduler DLQ", r)
+			}
+		})
+	}
+}
+
+func keys[M ~map[string]V, V any](m M) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestStreamMapping(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			assert(t, "one mapping", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(1)) })
+			assert(t, "mapping", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+					"EventSourceArn":             getAtt("Table", "StreamArn"),
+					"FunctionName":               ref(fnID(t, tj, "stream", stage)),
+					"StartingPosition":           "TRIM_HORIZON",
+					"BatchSize":                  StreamBatchSize,
+					"BisectBatchOnFunctionError": true,
+					"MaximumRetryAttempts":       StreamRetryAttempts,
+					"MaximumRecordAgeInSeconds":  StreamMaxRecordAgeHr * 3600,
+					"FunctionResponseTypes":      arr{"ReportBatchItemFailures"},
+					"DestinationConfig": obj{"OnFailure": obj{
+						"Destination": getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-stream-failures"), "Arn"),
+					}},
+				})
+			})
+		})
+	}
+}
+
+func TestQueuesAndAlarms(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			assert(t, "two queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2)) })
+			assert(t, "queues", func() {
+				tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), obj{
+					"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": true,
+				})
+			})
+			topic, _ := only(t, tj, "AWS::SNS::Topic", "TopicName", "clockwork-"+stage+"-alarms")
+			assert(t, "every alarm notifies the topic", func() {
+				tmpl.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{
+					"AlarmActions": arr{ref(topic)}, "TreatMissingData": "notBreaching",
+				})
+			})
+			type want struct {
+				ns, metric, dimName string
+				dim                 any
+				stat                string
+				threshold           float64
+			}
+			var wants []want
+			for _, q := range []string{"scheduler-dlq", "stream-failures"} {
+				id := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-"+q)
+				wants = append(wants, want{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", getAtt(id, "QueueName"), "Maximum", 1})
+			}
+			for _, name := range Functions {
+				wants = append(wants, want{"AWS/Lambda", "Errors", "FunctionName", ref(fnID(t, tj, name, stage)), "Sum", 1})
+			}
+			wants = append(wants, want{"AWS/Lambda", "IteratorAge", "FunctionName", ref(fnID(t, tj, "stream", stage)), "Maximum", 60000})
+			for _, w := range wants {
+				assert(t, fmt.Sprintf("alarm %s %s on %v", w.ns, w.metric, w.dim), func() {
+					tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{
+						"Namespace": w.ns, "MetricName": w.metric, "Statistic": w.stat, "Threshold": w.threshold,
+						"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+						"Dimensions":         arr{obj{"Name": w.dimName, "Value": w.dim}},
+					})
+				})
+			}
+		})
+	}
+}
+
+// actionsWithoutResources are the only actions granted on "*": they
+// support no resource-level permissions (X-Ray's PutTraceSegments and
+// PutTelemetryRecords, DynamoDB Streams' ListStreams, which the stream
+// mapping needs).
+var actionsWithoutResources = []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
+
+func TestLeastPrivilege(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tj := sy.json
+			for id, r := range resources(tj, "AWS::IAM::Role") {
+				if m := props(r)["ManagedPolicyArns"]; m != nil {
+					t.Errorf("role %s has managed policies %v: grant narrower inline statements", id, m)
+				}
+				if p := props(r)["Policies"]; p != nil {
+					t.Errorf("role %s has inline Policies outside AWS::IAM::Policy: %v", id, p)
+				}
+			}
+			for id, p := range resources(tj, "AWS::IAM::Policy") {
+				doc := props(p)["PolicyDocument"].(obj)
+				for _, s := range list(doc["Statement"]) {
+					st := s.(obj)
+					if st["Effect"] != "Allow" {
+						continue
+					}
+					for _, a := range list(st["Action"]) {
+						if a == "*" || strings.HasSuffix(a.(string), ":*") || strings.Contains(a.(string), "*") {
+							t.Errorf("policy %s allows the wildcard action %v", id, a)
+						}
+					}
+					for _, r := range list(st["Resource"]) {
+						if r != "*" {
+							continue
+						}
+						for _, a := range list(st["Action"]) {
+							if !slices.Contains(actionsWithoutResources, a.(string)) {
+								t.Errorf("policy %s allows %v on every resource", id, a)
+							}
+						}
+					}
+				}
+			}
+
+			// Who may do what.
+			roles := map[string]string{}
+			for _, name := range Functions {
+				roles[name] = roleOfFunction(t, tj, "clockwork-"+stage+"-"+name)
+			}
+			schedRole := onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function")
+			for name, role := range roles {
+				acts := actionsOf(statementsOfRole(tj, role))
+				for _, a := range TableActions {
+					if r := fmt.Sprint(acts[a]); !strings.Contains(r, "Table") {
+						t.Errorf("%s function lacks %s on the table (%s)", name, a, r)
+					}
+				}
+				if r := fmt.Sprint(acts["dynamodb:Query"]); !strings.Contains(r, "/index/*") {
+					t.Errorf("%s function cannot query the indexes: %s", name, r)
+				}
+				for _, a := range []string{"dynamodb:Scan", "dynamodb:DeleteTable", "dynamodb:BatchWriteItem"} {
+					if acts[a] != nil {
+						t.Errorf("%s function has %s, which the adapter never uses", name, a)
+					}
+				}
+				if r := fmt.Sprint(acts["logs:PutLogEvents"]); len(acts["logs:PutLogEvents"]) != 1 || !strings.Contains(r, "Logs") {
+					t.Errorf("%s function writes logs to %s, want its own log group only", name, r)
+				}
+				_, wantSched := map[string]bool{"stream": true}[name]
+				for _, a := range append(slices.Clone(SchedulerActions), "iam:PassRole") {
+					if (acts[a] != nil) != wantSched {
+						t.Errorf("%s function: %s granted = %v, want %v", name, a, acts[a] != nil, wantSched)
+					}
+				}
+				if wantSched {
+					for _, a := range SchedulerActions {
+						if r := fmt.Sprint(acts[a]); !strings.Contains(r, ":schedule/clockwork-"+stage+"/*") {
+							t.Errorf("stream function %s on %s, want the group's schedules", a, r)
+						}
+					}
+					if r := acts["iam:PassRole"]; fmt.Sprint(r) != fmt.Sprint(arr{getAtt(schedRole, "Arn")}) {
+						t.Errorf("stream function passes %v, want only the scheduler role", r)
+					}
+				}
+				if (acts["ssm:GetParameter"] != nil) != (name == "api") {
+					t.Errorf("%s function: ssm:GetParameter = %v", name, acts["ssm:GetParameter"])
+				}
+			}
+			assert(t, "PassRole only to Scheduler", func() {
+				sy.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), obj{
+					"PolicyDocument": like(obj{"Statement": arrayWith(obj{
+						"Sid": "PassSchedulerRole", "Effect": "Allow", "Action": "iam:PassRole",
+						"Resource":  getAtt(schedRole, "Arn"),
+						"Condition": obj{"StringEquals": obj{"iam:PassedToService": "scheduler.amazonaws.com"}},
+					})}),
+					"Roles": arr{ref(roles["stream"])},
+				})
+			})
+			assert(t, "tokens parameter", func() {
+				sy.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), obj{
+					"PolicyDocument": like(obj{"Statement": arrayWith(like(obj{
+						"Sid": "ReadTokens", "Action": "ssm:GetParameter",
+						"Resource": like(obj{"Fn::Join": arrayWith(arrayWith(":parameter/clockwork/" + stage + "/tokens"))}),
+					}))}),
+					"Roles": arr{ref(roles["api"])},
+				})
+			})
+		})
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			apiID, _ := only(t, tj, "AWS::ApiGatewayV2::Api", "ProtocolType", "HTTP")
+			assert(t, "ApiUrl", func() {
+				tmpl.HasOutput(jsii.String("ApiUrl"), obj{"Value": like(obj{"Fn::Join": arrayWith(arrayWith("https://", ref(apiID)))})})
+			})
+			assert(t, "TableName", func() { tmpl.HasOutput(jsii.String("TableName"), obj{"Value": ref("Table")}) })
+		})
+	}
+}
