@@ -128,7 +128,7 @@ func Start(cfg Config) (*App, error) {
 		evalOpt.SigningKey = key
 	}
 	a.Eval = evaluation.New(st, evalOpt)
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -215,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: r.Watcher.Tick,
 	})
 	r.inline = &inlineOutbox{}
-	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
 
 	authn, err := r.authenticator(ctx)
 	if err != nil {

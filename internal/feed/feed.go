@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
@@ -49,6 +50,11 @@ type Processor struct {
 	Outbox    Outbox
 	// Watcher re-anchors dependents when an anchor is satisfied.
 	Watcher Reanchorer
+	// Current, when set, reads an expectation's current record. Instants
+	// are then scheduled from the record as it is now, not as the change
+	// says it was, so a duplicate, replayed or out-of-order change never
+	// re-creates an instant a later change removed.
+	Current func(ctx context.Context, agentID, expectationID string) (*expect.Record, error)
 	// Handlers maps other record types to their handlers.
 	Handlers map[string]Handler
 }
@@ -104,14 +110,30 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	if err != nil {
 		return err
 	}
-	oldIns, newIns := instants(oldR), instants(newR)
+	// Schedule what the record needs that its previous image did not
+	// have; cancel what it no longer needs.
+	add := minus(instants(newR), instants(oldR))
+	del := minus(instants(oldR), instants(newR))
+	if p.Current != nil && (newR != nil || oldR != nil) {
+		ref := newR
+		if ref == nil {
+			ref = oldR
+		}
+		cur, err := p.Current(ctx, ref.AgentID, ref.Expectation.ExpectationID)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			return err
+		}
+		now := instants(cur)
+		add = minus(now, instants(oldR))
+		del = minus(append(instants(oldR), instants(newR)...), now)
+	}
 	if p.Scheduler != nil {
-		if add := minus(newIns, oldIns); len(add) > 0 {
+		if len(add) > 0 {
 			if err := p.Scheduler.Schedule(ctx, add); err != nil {
 				return err
 			}
 		}
-		if del := minus(oldIns, newIns); len(del) > 0 {
+		if len(del) > 0 {
 			if err := p.Scheduler.Cancel(ctx, del); err != nil {
 				return err
 			}

@@ -116,6 +116,17 @@ func (t *Timers) Cancel(_ context.Context, ins []expect.Instant) error {
 	return nil
 }
 
+// Pending returns the pending instants, in no particular order.
+func (t *Timers) Pending() []expect.Instant {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]expect.Instant, 0, len(t.h))
+	for _, e := range t.h {
+		out = append(out, e.in)
+	}
+	return out
+}
+
 // Len returns the number of pending instants.
 func (t *Timers) Len() int {
 	t.mu.Lock()
