@@ -94,7 +94,7 @@ func TestScheduleMirrorsOpenExpectations(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	svc := watcher.New(st, clock, expect.DefaultConfig())
 	c := e.clock(clock, nil, func(cfg *scheduler.Config) { cfg.Immediate = svc.Tick })
-	proc := &feed.Processor{Scheduler: c}
+	proc := &feed.Processor{Scheduler: c, Watcher: svc, Current: svc.Get}
 	drain := func() {
 		t.Helper()
 		if err := feed.Drain(ctx, st, proc); err != nil {
