@@ -109,7 +109,7 @@ var ErrTooManyWrites = fmt.Errorf("%w: more than %d writes in one commit", ErrIn
 // the conflict. fn must be a pure function of what it reads (it may run more
 // than once). An error returned by fn aborts without writing.
 func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
-	const attempts = 32
+	const attempts = 64
 	var err error
 	for attempt := 0; attempt < attempts; attempt++ {
 		tx := &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}}
@@ -126,8 +126,10 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 		if !errors.Is(err, ErrConflict) || attempt == attempts-1 {
 			return err
 		}
-		backoff := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-		backoff += time.Duration(rand.Int64N(int64(backoff)))
+		// Full jitter under a low cap: a writer that lost keeps retrying
+		// about as often as the ones that won, so none starves.
+		ceiling := time.Duration(1<<min(attempt, 5)) * time.Millisecond
+		backoff := time.Duration(rand.Int64N(int64(ceiling))) + 100*time.Microsecond
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
