@@ -25,7 +25,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -90,6 +89,7 @@ type Options struct {
 type Sender struct {
 	timeout time.Duration
 	factory *a2aclient.Factory
+	http    *http.Client
 }
 
 // NewSender returns a Sender configured by opts. It never fails.
@@ -116,9 +116,8 @@ func NewSender(opts Options) *Sender {
 	factory := a2aclient.NewFactory(
 		a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(&client),
-		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: &client}),
 	)
-	return &Sender{timeout: timeout, factory: factory}
+	return &Sender{timeout: timeout, factory: factory, http: &client}
 }
 
 // Send delivers m to the agent described by card and returns the id of the
@@ -158,6 +157,13 @@ func (s *Sender) Send(ctx context.Context, card expect.Card, m Message) (taskID 
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
+	}
+	if card.ProtocolVersion == expect.ProtocolV03 {
+		taskID, err := s.send03(ctx, card, req)
+		if err != nil {
+			return "", fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
+		}
+		return taskID, nil
 	}
 	state := &callState{}
 	ctx = context.WithValue(ctx, callStateKey{}, state)
@@ -206,7 +212,7 @@ func endpointOf(card expect.Card) (*a2a.AgentInterface, error) {
 	case expect.ProtocolV1:
 		version = a2a.Version
 	case expect.ProtocolV03:
-		version = a2av0.Version
+		version = "0.3"
 	default:
 		return nil, &errs.Error{Code: errs.Invalid, Message: "a2aout: invalid card",
 			Fields: []errs.FieldError{{Path: "protocolVersion", Message: fmt.Sprintf("must be 1.0 or 0.3, not %q", card.ProtocolVersion)}}}

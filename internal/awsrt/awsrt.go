@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: 10 * time.Second}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
-		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: r.Watcher.Tick,
+		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
 	})
 	r.inline = &inlineOutbox{}
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
@@ -22,6 +23,12 @@ func (r *Runtime) HandleClock(ctx context.Context, in expect.Instant) error {
 		// A malformed event can never succeed: log it and drop it rather
 		// than have Scheduler retry it into the dead-letter queue.
 		r.Log.Error("clock event without agentId or expectationId", "event", in)
+		return nil
+	}
+	if in.Kind == expect.InstantDeliver {
+		// A failed attempt is recorded on the record; its change schedules
+		// the next one.
+		r.Outbox.Attempt(ctx, in.AgentID, in.ExpectationID)
 		return nil
 	}
 	return r.Watcher.Tick(ctx, in)
@@ -61,27 +68,22 @@ func (r *Runtime) HandleChange(ctx context.Context, ch store.Change) error {
 	}
 	for _, j := range r.inline.take() {
 		rec, err := r.Watcher.Get(ctx, j[0], j[1])
+		if errs.Is(err, errs.NotFound) {
+			continue // a replayed change of a record no longer stored
+		}
 		if err != nil {
 			return err
 		}
-		// Honour the backoff of the last failure, within the invocation's
-		// time; an attempt made too early just returns and the record's
-		// next change brings it back.
-		wait := r.Outbox.NotBefore(rec)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+15*time.Second {
-			wait = max(0, time.Until(dl)-15*time.Second)
+		// After a failure, the next attempt waits for its backoff. Rather
+		// than hold up the shard, ask the Scheduler to bring it back then.
+		if r.Outbox.NotBefore(rec) > 0 {
+			at, _ := expect.ParseTime(rec.Delivery.NextAttemptAt)
+			in := expect.Instant{AgentID: j[0], ExpectationID: j[1], Kind: expect.InstantDeliver, At: at}
+			if err := r.Clock.Schedule(ctx, []expect.Instant{in}); err != nil {
+				return err
+			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		if left := r.Outbox.NotBefore(rec); left > 0 {
-			// Still too early (the deadline cut the wait): retry the record.
-			return fmt.Errorf("delivery of %s/%s must wait %s more", j[0], j[1], left)
-		}
-		// A failed attempt is recorded on the record; that change brings
-		// the next attempt.
 		r.Outbox.Attempt(ctx, j[0], j[1])
 	}
 	return nil

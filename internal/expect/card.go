@@ -9,7 +9,6 @@ import (
 	"unicode"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/agentclock/clockwork/internal/errs"
 )
@@ -49,8 +48,13 @@ func ParseCard(agentID string, raw []byte) (Card, error) {
 		return Card{}, c.Err(msg)
 	}
 
-	sdkCard, err := a2av0.NewAgentCardParser()(raw)
-	if err != nil || sdkCard == nil {
+	// The fields read here (skills, capabilities.extensions and, for 1.0,
+	// supportedInterfaces) have the same JSON shape in 0.3 and 1.0 cards,
+	// so one decode into the SDK's 1.0 type serves both; the 0.3 layout of
+	// interfaces is read by cardEndpointV03.
+	sdkCard := &a2a.AgentCard{}
+	err := json.Unmarshal(raw, sdkCard)
+	if err != nil {
 		path, why := "", "not a valid A2A agent card"
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {

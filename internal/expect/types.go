@@ -189,6 +189,10 @@ const (
 	InstantDue     InstantKind = "due"
 	InstantGrace   InstantKind = "grace"
 	InstantHorizon InstantKind = "horizon"
+	// InstantDeliver is not an instant of the record's state but the time
+	// a failed lapse delivery may be tried again (the AWS runtime asks the
+	// Scheduler for it rather than wait in the stream consumer).
+	InstantDeliver InstantKind = "deliver"
 )
 
 // Instant is one point in time at which the watcher must look at a record.

@@ -1,0 +1,9 @@
+// Package lambdatest runs the three Lambda functions (functions/api,
+// functions/clock, functions/stream) as Lambda runs them: each is built as a
+// linux `bootstrap`, started under the AWS Lambda Runtime Interface Emulator
+// (aws-lambda-rie) against the moto emulator, and invoked with the sample
+// events of the repository's events/ directory, whose expected results are
+// in each folder's expected.json. The package has only tests; see
+// lambda_test.go (the end-to-end run), events_test.go (the static checks
+// of the sample events) and generate_test.go (how the events are made).
+package lambdatest

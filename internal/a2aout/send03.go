@@ -1,0 +1,150 @@
+package a2aout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// The A2A 0.3 JSON-RPC binding of message/send, written out here rather
+// than taken from the SDK's compatibility layer: that layer links the whole
+// 0.3 SDK with gRPC and protobuf into every Lambda binary (over 20 MB),
+// while one JSON-RPC call is all a lapse needs. The tests send it to a 0.3
+// agent served by the SDK's own 0.3 server.
+
+type rpc03Request struct {
+	JSONRPC string      `json:"jsonrpc"`
+	ID      string      `json:"id"`
+	Method  string      `json:"method"`
+	Params  rpc03Params `json:"params"`
+}
+
+type rpc03Params struct {
+	Message       msg03    `json:"message"`
+	Configuration config03 `json:"configuration"`
+}
+
+type config03 struct {
+	Blocking bool `json:"blocking"`
+}
+
+type part03 struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
+
+type msg03 struct {
+	Kind             string         `json:"kind"`
+	MessageID        string         `json:"messageId"`
+	ContextID        string         `json:"contextId,omitempty"`
+	TaskID           string         `json:"taskId,omitempty"`
+	Role             string         `json:"role"`
+	Parts            []part03       `json:"parts"`
+	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty"`
+	Extensions       []string       `json:"extensions,omitempty"`
+	Metadata         map[string]any `json:"metadata,omitempty"`
+}
+
+type rpc03Response struct {
+	Result *struct {
+		Kind   string `json:"kind"`
+		ID     string `json:"id"`
+		TaskID string `json:"taskId"`
+	} `json:"result"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// codes03 maps JSON-RPC error codes of A2A 0.3 to the SDK's sentinels, so
+// Permanent classifies them as it does for 1.0 agents.
+var codes03 = map[int]error{
+	-32700: a2a.ErrParseError,
+	-32600: a2a.ErrInvalidRequest,
+	-32601: a2a.ErrMethodNotFound,
+	-32602: a2a.ErrInvalidParams,
+	-32603: a2a.ErrInternalError,
+	-32001: a2a.ErrTaskNotFound,
+	-32002: a2a.ErrTaskNotCancelable,
+	-32003: a2a.ErrPushNotificationNotSupported,
+	-32004: a2a.ErrUnsupportedOperation,
+	-32005: a2a.ErrUnsupportedContentType,
+	-32006: a2a.ErrInvalidAgentResponse,
+}
+
+// send03 sends req to a 0.3 agent with message/send and returns the task
+// id of the answer.
+func (s *Sender) send03(ctx context.Context, card expect.Card, req *a2a.SendMessageRequest) (string, error) {
+	m := req.Message
+	out := msg03{Kind: "message", MessageID: m.ID, ContextID: m.ContextID, TaskID: string(m.TaskID), Role: "user",
+		Extensions: m.Extensions, Metadata: m.Metadata}
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			out.Parts = append(out.Parts, part03{Kind: "text", Text: string(t)})
+		}
+	}
+	for _, r := range m.ReferenceTasks {
+		out.ReferenceTaskIDs = append(out.ReferenceTaskIDs, string(r))
+	}
+	body, err := json.Marshal(rpc03Request{JSONRPC: "2.0", ID: m.ID, Method: "message/send",
+		Params: rpc03Params{Message: out, Configuration: config03{Blocking: false}}})
+	if err != nil {
+		return "", err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, card.URL, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("A2A-Extensions", expect.URI)
+	hreq.Header.Set("X-A2A-Extensions", expect.URI)
+	hreq.Header.Set("A2A-Version", "0.3")
+	res, err := s.http.Do(hreq)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, MaxResponseBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", &StatusError{StatusCode: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
+			Err: fmt.Errorf("unexpected HTTP status %d", res.StatusCode)}
+	}
+	if len(raw) > MaxResponseBytes {
+		return "", fmt.Errorf("%w: response larger than %d bytes", a2a.ErrInvalidAgentResponse, MaxResponseBytes)
+	}
+	var rr rpc03Response
+	if err := json.Unmarshal(raw, &rr); err != nil {
+		return "", fmt.Errorf("%w: %v", a2a.ErrInvalidAgentResponse, err)
+	}
+	if rr.Error != nil {
+		sentinel, ok := codes03[rr.Error.Code]
+		if !ok {
+			sentinel = a2a.ErrInternalError
+		}
+		return "", fmt.Errorf("%w: JSON-RPC error %d: %s", sentinel, rr.Error.Code, rr.Error.Message)
+	}
+	if rr.Result == nil {
+		return "", fmt.Errorf("%w: no result", a2a.ErrInvalidAgentResponse)
+	}
+	switch rr.Result.Kind {
+	case "task":
+		return rr.Result.ID, nil
+	case "message":
+		return rr.Result.TaskID, nil
+	default:
+		return "", fmt.Errorf("%w: result of kind %q", a2a.ErrInvalidAgentResponse, rr.Result.Kind)
+	}
+}
