@@ -430,6 +430,14 @@ func scenarioEvaluationBadInput(t *testing.T) {
 	e.must(403, e.call("POST", "/v1/anticipations", variant(t, "ant-o", "plan-o"), readerToken))
 	problem(t, e.must(400, e.call("POST", "/v1/executions/plan-o/events", `{"event_id":"x","event_type":"DANCE","timestamp":"2026-01-01T00:00:00Z"}`)))
 	e.must(404, e.call("POST", "/v1/verifications/vrf-nope/grades", map[string]any{"criterion_id": "x", "score": 1}))
+	// A plan belongs to one agent: another agent cannot bind to it.
+	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-own", "plan-own")))
+	problem(t, e.must(409, e.call("POST", "/v1/anticipations", variant(t, "ant-intruder", "plan-own", func(m map[string]any) { m["agent_id"] = "someone-else" }), otherToken)))
+	e.must(202, e.call("POST", "/v1/executions/plan-own/events", event("own-1", "TOOL_REQUEST", "tool", "t", "arguments", map[string]any{})))
+	// A token for another agent learns nothing about the plan's events,
+	// not even whether an event id exists.
+	e.must(403, e.call("POST", "/v1/executions/plan-own/events", event("own-1", "TOOL_REQUEST", "tool", "t", "arguments", map[string]any{}), otherToken))
+	e.must(403, e.call("GET", "/v1/executions/plan-own/events", nil, otherToken))
 }
 
 func scenarioVerifySurvivesCrashBeforeFeed(t *testing.T) {

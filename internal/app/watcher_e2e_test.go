@@ -279,6 +279,17 @@ func scenarioFactsExactMatchSourceLateAndIdempotent(t *testing.T) {
 	if b := e.record(agentID, "b"); !b.Late || b.State != expect.StateSatisfied {
 		t.Fatalf("b: %+v", b)
 	}
+	// Fact keys and ids up to their limits fit every store's key limits.
+	longKey := strings.Repeat("k#%", 1300)
+	long := payment(strings.Repeat("i", 250), ts(time.Hour), func(m map[string]any) {
+		m["satisfiedBy"] = map[string]any{"factKey": longKey}
+		m["subject"] = map[string]any{"type": strings.Repeat("t", 250), "id": strings.Repeat("#", 250)}
+	})
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(long)))
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact(longKey, ts(0))}})).json(t, &out)
+	if len(out.Facts[0].Satisfied) != 1 {
+		t.Fatalf("long fact key: %+v", out)
+	}
 	// Bad facts change nothing and name the field.
 	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("k", "yesterday")}})), "facts[0].observedAt")
 	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("k", ts(48*time.Hour))}})), "facts[0].observedAt")

@@ -1,6 +1,8 @@
 package evaluation
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -28,7 +30,17 @@ const (
 
 var escaper = strings.NewReplacer("%", "%25", "#", "%23")
 
-func esc(s string) string { return escaper.Replace(s) }
+// esc escapes one client-supplied key component; a long one becomes a
+// digest (prefix "%H", which escaping never produces) so keys stay within
+// DynamoDB's limits.
+func esc(s string) string {
+	e := escaper.Replace(s)
+	if len(e) <= 200 {
+		return e
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "%H" + hex.EncodeToString(sum[:])
+}
 
 func anticipationKey(id string) store.Key { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
 func executionKey(plan string) store.Key  { return store.Key{PK: "PLAN#" + esc(plan), SK: "EXEC"} }

@@ -167,6 +167,21 @@ func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *antici
 	if a.PlanID == "" {
 		return nil
 	}
+	// A plan belongs to one agent: an ANTICIPATE naming another agent for
+	// a plan already anticipated for an agent is refused.
+	p, err := tx.Query(ctx, store.Query{Index: store.GSI1, PK: planBoundPK(a.PlanID), Limit: 10})
+	if err != nil {
+		return err
+	}
+	for _, it := range p.Items {
+		other, err := decode[AnticipationRecord](it)
+		if err != nil {
+			return err
+		}
+		if other.AnticipateID != a.AnticipationID && other.AgentID != a.AgentID {
+			return errs.E(errs.Conflict, "plan %q is anticipated for agent %q; an ANTICIPATE for agent %q cannot bind to it", a.PlanID, other.AgentID, a.AgentID)
+		}
+	}
 	it, ok, err := tx.Get(ctx, executionKey(a.PlanID))
 	if err != nil || !ok {
 		return err
@@ -294,19 +309,6 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 	}
 	var out Appended
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		if it, ok, err := tx.Get(ctx, eventIDKey(planID, ev.EventID)); err != nil {
-			return err
-		} else if ok {
-			prev, err := decode[eventIDRecord](it)
-			if err != nil {
-				return err
-			}
-			if prev.Canonical != hash {
-				return errs.E(errs.Conflict, "event_id %q was already stored for plan %q with another body", ev.EventID, planID)
-			}
-			out = Appended{ev.EventID, prev.Digest, prev.Seq}
-			return nil
-		}
 		exIt, exists, err := tx.Get(ctx, executionKey(planID))
 		if err != nil {
 			return err
@@ -320,7 +322,7 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 		sealing := !ex.Begun && (anticipate.SealsOn(ev.EventType) || ev.EventType == anticipate.PlanComplete)
 		var bound []*AnticipationRecord
 		if !exists || sealing {
-			if bound, err = s.bound(ctx, tx, planID, ex.ScopeID); err != nil {
+			if bound, err = s.bound(ctx, tx, planID, ex.ScopeID, ev.AgentID); err != nil {
 				return err
 			}
 		}
@@ -330,8 +332,22 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 		for _, b := range bound {
 			ex.Agents = appendUnique(ex.Agents, b.AgentID)
 		}
+		// Authorise before answering anything about the plan's events.
 		if !slices.ContainsFunc(ex.Agents, func(a string) bool { return may(a) }) {
 			return errs.E(errs.Forbidden, "token may not act for the agents of plan %q", planID)
+		}
+		if it, ok, err := tx.Get(ctx, eventIDKey(planID, ev.EventID)); err != nil {
+			return err
+		} else if ok {
+			prev, err := decode[eventIDRecord](it)
+			if err != nil {
+				return err
+			}
+			if prev.Canonical != hash {
+				return errs.E(errs.Conflict, "event_id %q was already stored for plan %q with another body", ev.EventID, planID)
+			}
+			out = Appended{ev.EventID, prev.Digest, prev.Seq}
+			return nil
 		}
 		if ex.Completed {
 			return errs.E(errs.Conflict, "plan %q already completed; its chain is closed", planID)
@@ -394,13 +410,18 @@ func appendUnique(list []string, s string) []string {
 // bound returns the anticipations bound to a plan: by plan_id, and by the
 // scope envelope for those declared without a plan. Each is tracked so
 // that sealing it is a compare-and-set.
-func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID string) ([]*AnticipationRecord, error) {
+//
+// A plan belongs to one agent: the agent_id of its plan-bound
+// ANTICIPATEs, or else the agent_id sent with its events. Scope-bound
+// ANTICIPATEs of other agents are not bound to it.
+func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, eventAgent string) ([]*AnticipationRecord, error) {
 	var out []*AnticipationRecord
 	pks := []string{planBoundPK(planID)}
 	if scopeID != "" {
 		pks = append(pks, scopeBoundPK(scopeID))
 	}
-	for _, pk := range pks {
+	planAgent := eventAgent
+	for n, pk := range pks {
 		q := store.Query{Index: store.GSI1, PK: pk, Limit: 1000}
 		for {
 			p, err := tx.Query(ctx, q)
@@ -419,6 +440,12 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID strin
 				rec, err := decode[AnticipationRecord](cur)
 				if err != nil {
 					return nil, err
+				}
+				if n == 0 && planAgent == "" {
+					planAgent = rec.AgentID
+				}
+				if n > 0 && planAgent != "" && rec.AgentID != planAgent {
+					continue
 				}
 				out = append(out, rec)
 			}

@@ -4,22 +4,10 @@ import (
 	"encoding/base64"
 	"net/http"
 
-	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 )
 
-func (h *Handler) evaluationRoutes(mux *http.ServeMux) {
-	mux.Handle("POST /v1/anticipations", h.authed(auth.AnticipationsWrite, h.declare))
-	mux.Handle("PUT /v1/anticipations/{id}", h.authed(auth.AnticipationsWrite, h.replace))
-	mux.Handle("GET /v1/anticipations/{id}", h.authed(auth.Read, h.getAnticipation))
-	mux.Handle("GET /v1/anticipations/{id}/verifications", h.authed(auth.Read, h.listVerifications))
-	mux.Handle("POST /v1/executions/{planId}/events", h.authed(auth.EventsWrite, h.appendEvent))
-	mux.Handle("GET /v1/executions/{planId}/events", h.authed(auth.Read, h.listEvents))
-	mux.Handle("GET /v1/verifications/{verificationId}", h.authed(auth.Read, h.getVerification))
-	mux.Handle("POST /v1/verifications/{verificationId}/grades", h.authed(auth.GradesWrite, h.grade))
-	mux.Handle("GET /v1/keys/verify", h.authed(auth.Read, h.verifyKey))
-}
 
 func actsFor(r *http.Request) evaluation.Authorizer {
 	p := PrincipalOf(r.Context())

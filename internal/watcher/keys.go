@@ -1,6 +1,8 @@
 package watcher
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -39,7 +41,23 @@ const (
 
 var escaper = strings.NewReplacer("%", "%25", "#", "%23")
 
-func esc(s string) string { return escaper.Replace(s) }
+// maxKeyPart bounds one escaped key component; a longer one is replaced by
+// a digest, so every key stays within DynamoDB's limits (PK 2048 bytes, SK
+// 1024) whatever ids and fact keys clients send. Matching never relies on
+// the key alone: records are compared field by field after the lookup.
+const maxKeyPart = 200
+
+// esc escapes one client-supplied key component. The digest form starts
+// with "%H", which escaping never produces, so it cannot collide with an
+// escaped value.
+func esc(s string) string {
+	e := escaper.Replace(s)
+	if len(e) <= maxKeyPart {
+		return e
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "%H" + hex.EncodeToString(sum[:])
+}
 
 func agentPK(agent string) string { return "A#" + esc(agent) }
 

@@ -1,0 +1,195 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// authzCase is one request of the authorization matrix. Scope is the one
+// scope that allows it (README and design.md section 5), "" for the public
+// routes; Bound is true when the request acts for agent-1, so a token for
+// another agent is refused.
+type authzCase struct {
+	name    string
+	pattern string
+	method  string
+	path    string
+	body    func(f fixture) []byte
+	scope   auth.Scope
+	public  bool
+	bound   bool
+}
+
+func a2aMeta(block map[string]any) map[string]any {
+	return map[string]any{expect.URI: block}
+}
+
+func authzCases() []authzCase {
+	static := func(b []byte) func(fixture) []byte { return func(fixture) []byte { return b } }
+	factBody := mustJSON(map[string]any{"facts": []any{map[string]any{"factKey": "nothing.waits.on.this", "observedAt": "2026-01-01T00:00:00Z"}}})
+	return []authzCase{
+		{name: "health", pattern: "GET /healthz", method: "GET", path: "/healthz", public: true},
+		{name: "openapi", pattern: "GET /openapi.json", method: "GET", path: "/openapi.json", public: true},
+		{name: "put card", pattern: "PUT /v1/agents/{agentId}", method: "PUT", path: "/v1/agents/agent-1", body: static(card()), scope: auth.AgentsWrite, bound: true},
+		{name: "get card", pattern: "GET /v1/agents/{agentId}", method: "GET", path: "/v1/agents/agent-1", scope: auth.Read, bound: true},
+		{name: "raise", pattern: "POST /v1/agents/{agentId}/expectations", method: "POST", path: "/v1/agents/agent-1/expectations", body: static(raiseBody("exp-authz")), scope: auth.ExpectationsWrite, bound: true},
+		{name: "list", pattern: "GET /v1/agents/{agentId}/expectations", method: "GET", path: "/v1/agents/agent-1/expectations?state=open", scope: auth.Read, bound: true},
+		{name: "get expectation", pattern: "GET /v1/agents/{agentId}/expectations/{expectationId}", method: "GET", path: "/v1/agents/agent-1/expectations/exp-open", scope: auth.Read, bound: true},
+		{name: "redeliver", pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", method: "POST", path: "/v1/agents/agent-1/expectations/exp-open/redeliver", scope: auth.ExpectationsWrite, bound: true},
+		{name: "facts", pattern: "POST /v1/agents/{agentId}/facts", method: "POST", path: "/v1/agents/agent-1/facts", body: static(factBody), scope: auth.FactsWrite, bound: true},
+		{name: "withdraw", pattern: "POST /v1/agents/{agentId}/withdrawals", method: "POST", path: "/v1/agents/agent-1/withdrawals", body: static(mustJSON(map[string]any{"withdraw": []any{"exp-never-raised-here"}})), scope: auth.ExpectationsWrite, bound: true},
+		{name: "a2a read", pattern: "POST /v1/agents/{agentId}/a2a", method: "POST", path: "/v1/agents/agent-1/a2a",
+			body: static(mustJSON(map[string]any{"message": map[string]any{"messageId": "m-1", "taskId": "task-1", "contextId": "ctx-1"}})), scope: auth.Read, bound: true},
+		{name: "a2a facts", pattern: "POST /v1/agents/{agentId}/a2a", method: "POST", path: "/v1/agents/agent-1/a2a",
+			body: static(mustJSON(map[string]any{"message": map[string]any{"messageId": "m-2", "taskId": "task-1", "contextId": "ctx-1",
+				"metadata": a2aMeta(map[string]any{"facts": []any{map[string]any{"factKey": "nothing.waits.on.this", "observedAt": "2026-01-01T00:00:00Z"}}})}})),
+			scope: auth.FactsWrite, bound: true},
+		{name: "a2a raise", pattern: "POST /v1/agents/{agentId}/a2a", method: "POST", path: "/v1/agents/agent-1/a2a",
+			body: static(mustJSON(map[string]any{"artifactUpdate": map[string]any{"taskId": "task-2", "contextId": "ctx-2", "artifact": map[string]any{
+				"artifactId": "a-1", "metadata": a2aMeta(map[string]any{"expectations": []any{expectationJSON("exp-a2a", "invoice.42.paid", "2099-12-01T09:00:00Z")}})}}})),
+			scope: auth.ExpectationsWrite, bound: true},
+		{name: "a2a cancel", pattern: "POST /v1/agents/{agentId}/a2a", method: "POST", path: "/v1/agents/agent-1/a2a",
+			body:  static(mustJSON(map[string]any{"statusUpdate": map[string]any{"taskId": "task-3", "contextId": "ctx-3", "status": map[string]any{"state": "TASK_STATE_CANCELED"}}})),
+			scope: auth.ExpectationsWrite, bound: true},
+		{name: "deadletters", pattern: "GET /v1/deadletters", method: "GET", path: "/v1/deadletters", scope: auth.Read},
+		{name: "declare", pattern: "POST /v1/anticipations", method: "POST", path: "/v1/anticipations", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
+		{name: "replace", pattern: "PUT /v1/anticipations/{id}", method: "PUT", path: "/v1/anticipations/ant-2", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
+		{name: "get anticipation", pattern: "GET /v1/anticipations/{id}", method: "GET", path: "/v1/anticipations/ant-1", scope: auth.Read, bound: true},
+		{name: "list verifications", pattern: "GET /v1/anticipations/{id}/verifications", method: "GET", path: "/v1/anticipations/ant-1/verifications", scope: auth.Read, bound: true},
+		{name: "append event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events", body: static(mustJSON(planEvents[0])), scope: auth.EventsWrite, bound: true},
+		{name: "append new event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events",
+			body: static(mustJSON(map[string]any{"event_id": "ev-late", "event_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true},
+		{name: "list events", pattern: "GET /v1/executions/{planId}/events", method: "GET", path: "/v1/executions/plan-1/events", scope: auth.Read, bound: true},
+		{name: "get verification", pattern: "GET /v1/verifications/{verificationId}", method: "GET", path: "/v1/verifications/{vid}", scope: auth.Read, bound: true},
+		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
+			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true},
+		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
+	}
+}
+
+// knownIssues lists matrix cells where the server is known to be wrong,
+// with the reason; they are logged rather than failed, and fail once the
+// server is fixed so that the entry is removed. Key: case name + " / " +
+// caller.
+var knownIssues = map[string]string{}
+
+var problemTypes = regexp.MustCompile(`^https://clockwork\.dev/problems/[a-z-]+$`)
+
+// TestAuthorizationMatrix sends every route (the /a2a route once per kind
+// of content) with no token, a bad token, a token with each single scope,
+// a token for another agent and a token with every scope, and checks
+// 401/403/allowed (allowed: anything but 401 and 403, and never 5xx).
+func TestAuthorizationMatrix(t *testing.T) {
+	ap := startApp(t)
+	h := ap.Handler
+	f := seed(t, h)
+	cases := authzCases()
+
+	// Every served route is in the matrix.
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.pattern] = true
+	}
+	for _, p := range h.Patterns() {
+		if !covered[p] {
+			t.Errorf("route %q has no case in the authorization matrix", p)
+		}
+	}
+
+	type caller struct {
+		name  string
+		token string
+		// want: "401", "403" or "allowed"
+		want func(c authzCase) string
+	}
+	callers := []caller{
+		{"no token", "", func(c authzCase) string { return pick(c.public, "allowed", "401") }},
+		{"bad token", badToken, func(c authzCase) string { return pick(c.public, "allowed", "401") }},
+	}
+	for _, s := range auth.AllScopes {
+		s := s
+		callers = append(callers, caller{"scope " + string(s), scopeToken(s), func(c authzCase) string {
+			return pick(c.public || c.scope == s, "allowed", "403")
+		}})
+	}
+	callers = append(callers,
+		caller{"token for another agent", otherToken, func(c authzCase) string { return pick(c.bound, "403", "allowed") }},
+		caller{"every scope", allToken, func(c authzCase) string { return "allowed" }},
+	)
+
+	n := 0
+	for _, c := range cases {
+		for _, cl := range callers {
+			n++
+			name := c.name + " / " + cl.name
+			t.Run(name, func(t *testing.T) {
+				var body []byte
+				if c.body != nil {
+					body = c.body(f)
+				}
+				path := strings.ReplaceAll(c.path, "{vid}", f.verificationID)
+				a := do(h, c.method, path, cl.token, body)
+				got := "allowed"
+				switch a.status {
+				case http.StatusUnauthorized:
+					got = "401"
+				case http.StatusForbidden:
+					got = "403"
+				}
+				want := cl.want(c)
+				if a.status >= 500 {
+					t.Fatalf("%s %s: %d %s", c.method, path, a.status, a.body)
+				}
+				if why, known := knownIssues[name]; known {
+					if got == want {
+						t.Fatalf("known issue no longer reproduces (remove it from knownIssues): %s", why)
+					}
+					t.Logf("KNOWN SERVER ISSUE: %s %s answers %d, want %s: %s", c.method, path, a.status, want, why)
+					return
+				}
+				if got != want {
+					t.Fatalf("%s %s: status %d (%s), want %s: %s", c.method, path, a.status, got, want, a.body)
+				}
+				if got == "401" || got == "403" {
+					checkProblem(t, a)
+				}
+				if got == "401" && a.header.Get("WWW-Authenticate") == "" {
+					t.Errorf("401 without WWW-Authenticate")
+				}
+			})
+		}
+	}
+	t.Logf("authorization matrix: %d routes, %d cases x %d callers = %d requests", len(h.Patterns()), len(cases), len(callers), n)
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+func checkProblem(t *testing.T, a answer) {
+	t.Helper()
+	if ct := a.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("content type %q", ct)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(a.body, &p); err != nil {
+		t.Fatalf("problem %s: %v", a.body, err)
+	}
+	if p.Status != a.status || p.Title == "" || !problemTypes.MatchString(p.Type) || p.Detail == "" {
+		t.Errorf("problem %s does not describe a %d", a.body, a.status)
+	}
+}
