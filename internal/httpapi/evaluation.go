@@ -8,7 +8,6 @@ import (
 	"github.com/agentclock/clockwork/internal/evaluation"
 )
 
-
 func actsFor(r *http.Request) evaluation.Authorizer {
 	p := PrincipalOf(r.Context())
 	return func(agentID string) bool { return p != nil && p.ActsFor(agentID) }
