@@ -131,7 +131,7 @@ func (e *testEnv) restartAWS() {
 	rt, err := awsrt.New(context.Background(), awsrt.Config{
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
-		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: true, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
+		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
 		SigningKey: testSigningKey,
 	})

@@ -28,6 +28,7 @@ var scenarios = []struct {
 	{"A2AEndpoint", scenarioA2AEndpoint},
 	{"DeliveryRetriesDeadLetterAndReplay", scenarioDeliveryRetriesDeadLetterAndReplay},
 	{"KeepsTimeAgentsAreNotSent", scenarioKeepsTimeAgentsAreNotSent},
+	{"OutboundGuardRefusesLoopbackAgents", scenarioOutboundGuardRefusesLoopbackAgents},
 	{"RestartFiresMissedInstantsAndDeliversOnce", scenarioRestartFiresMissedInstantsAndDeliversOnce},
 }
 

@@ -571,3 +571,24 @@ func scenarioRestartFiresMissedInstantsAndDeliversOnce(t *testing.T) {
 		t.Fatalf("a delivered lapse was sent again after restart: %d", n)
 	}
 }
+
+// scenarioOutboundGuardRefusesLoopbackAgents starts the runtime with the
+// outbound guard on (as the Lambda functions run): a lapse for an agent on
+// loopback is refused, recorded and dead-lettered, never sent.
+func scenarioOutboundGuardRefusesLoopbackAgents(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.AllowPrivateAgents = false })
+	ag := register(t, e, "1.0")
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("guarded", ts(100*time.Millisecond)))))
+	rec := e.waitRecord(agentID, "guarded", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.DeadLettered })
+	if rec.LapseTaskID != "" || rec.Delivery.Attempts != 1 || !strings.Contains(rec.Delivery.LastError, "refused") {
+		t.Fatalf("refused delivery must be recorded once and dead-lettered: %+v", rec.Delivery)
+	}
+	var dl struct{ Records []expect.Record }
+	e.must(200, e.call("GET", "/v1/deadletters", nil)).json(t, &dl)
+	if len(dl.Records) != 1 {
+		t.Fatalf("dead letters: %+v", dl.Records)
+	}
+	if n := ag.Requests(); n != 0 {
+		t.Fatalf("the guard let %d requests reach a loopback agent", n)
+	}
+}
