@@ -199,8 +199,8 @@ func scenarioOverdueLapseTask(t *testing.T) {
 			e := startEnv(t)
 			ag := register(t, e, v)
 			e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
-				payment("late", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT2S" }),
-				payment("kept", ts(300*time.Millisecond), func(m map[string]any) { m["grace"] = "PT2S" }),
+				payment("late", ts(1500*time.Millisecond), func(m map[string]any) { m["grace"] = "PT3S" }),
+				payment("kept", ts(time.Hour), func(m map[string]any) { m["grace"] = "PT2S" }),
 			)))
 			// Past due but in grace: open and marked.
 			e.waitRecord(agentID, "late", func(r *expect.Record) bool { return r.PastDue })

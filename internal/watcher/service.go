@@ -441,15 +441,22 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 			st.setSubject(nsr)
 		}
 	}
+	// Satisfy every match first, then check predecessors: expectations one
+	// fact satisfies together are satisfied together, so none of them is
+	// "skipped" by another, whatever the order of the matches.
+	var effects []expect.Effects
 	for _, r := range matched {
 		nr, eff := expect.Satisfy(r, f, now)
 		st.set(nr)
+		effects = append(effects, eff)
 		o.Satisfied = append(o.Satisfied, r.Expectation.ExpectationID)
+	}
+	for i, r := range matched {
 		sub, err := st.subject(r.Expectation.Subject)
 		if err != nil {
 			return o, err
 		}
-		for _, pid := range eff.SkipCheck {
+		for _, pid := range effects[i].SkipCheck {
 			p, err := st.record(pid)
 			if err != nil {
 				return o, err
