@@ -329,7 +329,7 @@ func scenarioStalledLapse(t *testing.T) {
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
 		payment("silent", far, func(m map[string]any) { m["horizon"] = ts(300 * time.Millisecond) }),
 		payment("busy", far, func(m map[string]any) {
-			m["horizon"] = ts(300 * time.Millisecond)
+			m["horizon"] = ts(2500 * time.Millisecond)
 			m["subject"] = map[string]any{"type": "invoice", "id": "77"}
 		}),
 	)))
@@ -408,10 +408,10 @@ func scenarioSupersedeAndLineage(t *testing.T) {
 func scenarioWithdrawAndTaskCancel(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
-	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("w", ts(200*time.Millisecond)))))
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("w", ts(2*time.Second)))))
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/withdrawals", map[string]any{"withdraw": []string{"w"}, "reason": "customer cancelled"}))
 	e.must(404, e.call("POST", "/v1/agents/"+agentID+"/withdrawals", map[string]any{"withdraw": []string{"ghost"}}))
-	other := raiseBody(payment("t1", ts(300*time.Millisecond)), payment("t2", ts(300*time.Millisecond)))
+	other := raiseBody(payment("t1", ts(2*time.Second)), payment("t2", ts(2*time.Second)))
 	other["taskId"] = "task-9"
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", other))
 	cancel := map[string]any{"statusUpdate": map[string]any{"taskId": "task-9", "contextId": "ctx-1", "status": map[string]any{"state": "TASK_STATE_CANCELED"}}}
@@ -420,7 +420,8 @@ func scenarioWithdrawAndTaskCancel(t *testing.T) {
 	if len(res.Canceled) != 2 {
 		t.Fatalf("canceled %d, want 2", len(res.Canceled))
 	}
-	time.Sleep(700 * time.Millisecond)
+	// Past every due time (and the Scheduler's one-second rounding).
+	time.Sleep(3500 * time.Millisecond)
 	for _, id := range []string{"w", "t1", "t2"} {
 		if r := e.record(agentID, id); r.State != expect.StateWithdrawn || r.Lapse != nil {
 			t.Fatalf("%s: %+v", id, r)
@@ -555,9 +556,9 @@ func scenarioKeepsTimeAgentsAreNotSent(t *testing.T) {
 func scenarioRestartFiresMissedInstantsAndDeliversOnce(t *testing.T) {
 	e := startEnv(t)
 	ag := register(t, e, "1.0")
-	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("while-down", ts(400*time.Millisecond)))))
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("while-down", ts(1500*time.Millisecond)))))
 	e.stop()
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)
 	if n := len(ag.Received()); n != 0 {
 		t.Fatalf("delivered while down: %d", n)
 	}
