@@ -50,9 +50,10 @@ var (
 )
 
 type runner struct {
-	url    string
-	client *http.Client
-	timers func() int
+	url     string
+	client  *http.Client
+	timers  func() int
+	drained func() bool
 }
 
 func main() {
@@ -101,7 +102,10 @@ func main() {
 	srv := &http.Server{Handler: a.Handler}
 	go srv.Serve(ln)
 	defer srv.Close()
-	r := &runner{timers: a.Timers.Len, url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxConnsPerHost: *concurrency * 2}}}
+	r := &runner{timers: a.Timers.Len, drained: func() bool {
+		ch, err := a.Store.ReadFeed(context.Background(), 1)
+		return err == nil && len(ch) == 0
+	}, url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxConnsPerHost: *concurrency * 2}}}
 	card := fmt.Sprintf(`{"name":"load","description":"load agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI)
 	if code := r.post("PUT", "/v1/agents/load", []byte(card)); code != 200 {
 		fail(fmt.Errorf("card: %d", code))
@@ -364,11 +368,10 @@ func (r *runner) bulkRaise(prefix string, n int, due string) {
 // measures facts that each satisfy one of them, one client at a time.
 func (r *runner) factCost(prefix string, n int, due string) stats {
 	t0 := time.Now()
-	before := r.timers()
 	r.bulkRaise(prefix, n, due)
 	raised := time.Since(t0)
-	// Measure only once the feed has scheduled them all (no background work).
-	for r.timers() < before+n && time.Since(t0) < 10*time.Minute {
+	// Measure only once the feed has processed them all (no background work).
+	for !r.drained() && time.Since(t0) < 10*time.Minute {
 		time.Sleep(100 * time.Millisecond)
 	}
 	fmt.Printf("fact cost with %d more open expectations (raised in %.1fs, scheduled after %.1fs):\n", n, raised.Seconds(), time.Since(t0).Seconds())
