@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// TestShortCampaign runs the -short campaign (5 kill -9 rounds of the real
+// server under concurrent load, then the full check) and requires zero
+// violations.
+func TestShortCampaign(t *testing.T) {
+	seed := time.Now().UnixNano()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Short: true, Seed: seed, Settle: 90 * time.Second}, &out)
+	t.Logf("seed %d\n%s", seed, out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rounds < 5 {
+		t.Fatalf("survived %d rounds, want at least 5", res.Rounds)
+	}
+	if res.Acked < 200 || res.Lapses == 0 || res.Facts == 0 || res.Withdrawals == 0 {
+		t.Fatalf("too little load to mean anything: %d operations, %d facts, %d withdrawals, %d lapses", res.Acked, res.Facts, res.Withdrawals, res.Lapses)
+	}
+	for _, v := range res.Violations {
+		t.Errorf("%s: %s", v.Kind, v.Detail)
+	}
+	if res.Lost != 0 || res.Duplicated != 0 {
+		t.Errorf("lost %d, duplicated %d", res.Lost, res.Duplicated)
+	}
+}
