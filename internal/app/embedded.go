@@ -143,11 +143,13 @@ func Start(cfg Config) (*App, error) {
 		st.Close()
 		return nil, fmt.Errorf("rebuild timers: %w", err)
 	}
-	if err := a.Outbox.Recover(ctx); err != nil {
-		cancel()
-		st.Close()
-		return nil, fmt.Errorf("recover outbox: %w", err)
-	}
+	// Undelivered lapses are re-enqueued in the background, so a large
+	// backlog does not delay serving requests after a restart.
+	a.run(func() {
+		if err := a.Outbox.Recover(ctx); err != nil && ctx.Err() == nil {
+			cfg.Log.Error("recover outbox", "err", err)
+		}
+	})
 	cfg.Log.Info("embedded runtime started", "data", cfg.DataDir, "openExpectations", n, "timers", a.Timers.Len())
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
