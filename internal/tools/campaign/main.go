@@ -10,6 +10,16 @@
 //	go run ./internal/tools/campaign -short          # 5 rounds, ~3,000 operations (CI)
 //	go run ./internal/tools/campaign -rounds 80 -workers 32 -seed 7 -data /tmp/cw
 //	go run ./internal/tools/campaign -no-kill -rounds 40 -min-ops 8000   # baseline without crashes
+//	go run ./internal/tools/campaign -aws            # AWS mode on moto: >= 10 rounds, >= 1,000 operations, 4 workers
+//	go run ./internal/tools/campaign -aws -short     # AWS mode, CI form: 3 rounds, ~200 operations
+//
+// With -aws it starts the moto emulator once (dynamotest.StartMain) and
+// runs the server with -aws-endpoint, a table and a schedule group of its
+// own instead of -data: the server then polls the table's stream and fires
+// due schedules itself, so each kill -9 also kills the stream poller and the
+// clock between a commit and its delivery. After each restart the stream is
+// read again from TRIM_HORIZON, so processing is replayed; the checks are
+// the same and require that replay to be harmless.
 //
 // It builds functions/local once, starts it with -data and -tokens, and
 // each round runs -workers concurrent clients for a random 0.5-2 s, then
@@ -56,6 +66,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 )
 
 func main() {
@@ -69,10 +80,22 @@ func main() {
 	flag.DurationVar(&cfg.Budget, "budget", 0, "once -rounds are done, start no new round after this much campaign time even if -min-ops is not reached (0: no bound; -short: 40s)")
 	flag.DurationVar(&cfg.Settle, "settle", 15*time.Minute, "bound on the wait for every instant and lapse to be processed after the last restart")
 	flag.BoolVar(&cfg.NoKill, "no-kill", false, "baseline: the same rounds, load and checks without killing the server")
+	flag.BoolVar(&cfg.AWS, "aws", false, "AWS mode: run the server against the moto emulator (-aws-endpoint, own table and schedule group) instead of -data; defaults 10 rounds, 4 workers, 1,000 operations, 5m budget (-short: 3 rounds, ~200 operations, 25s budget)")
 	flag.Parse()
+	setFlags := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
+	if cfg.AWS {
+		// Zero values take the AWS defaults in Run.
+		for name, v := range map[string]*int{"rounds": &cfg.Rounds, "workers": &cfg.Workers, "min-ops": &cfg.MinOps} {
+			if !setFlags[name] {
+				*v = 0
+			}
+		}
+		if !setFlags["budget"] {
+			cfg.Budget = 0
+		}
+	}
 	if cfg.Short {
-		setFlags := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
 		if !setFlags["rounds"] {
 			cfg.Rounds = 0
 		}
@@ -94,7 +117,10 @@ func main() {
 }
 
 // Config is the campaign's configuration. Zero Rounds, MinOps and Budget
-// take the defaults (50, 100,000 and none, or 5, 3,000 and 40s with Short).
+// take the defaults (50, 100,000 and none, or 5, 3,000 and 40s with Short);
+// with AWS, zero Rounds, Workers, MinOps and Budget take 10, 4, 1,000 and
+// 5m (3, 4, 200 and 25s with Short): moto answers only a few operations per
+// second, so the budget usually ends the rounds before MinOps is reached.
 type Config struct {
 	Rounds  int
 	Workers int
@@ -111,6 +137,12 @@ type Config struct {
 	NoKill bool
 	// Bin is a prebuilt functions/local binary; empty builds it.
 	Bin string
+	// AWS runs the server in its AWS mode against the moto emulator
+	// (dynamotest.StartMain), on a table and schedule group of its own,
+	// instead of on a data directory.
+	AWS bool
+	// Endpoint is the emulator to use with AWS; empty starts it.
+	Endpoint string
 }
 
 // Result holds the campaign's figures.
@@ -227,8 +259,31 @@ type server struct {
 	client *http.Client
 }
 
-func startServer(bin, data, tokens string, log io.Writer) (*server, error) {
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data, "-tokens", tokens, "-log-level", "warn")
+// backend is where the server keeps its state: a data directory, or (AWS
+// mode) a table and schedule group on the emulator at endpoint.
+type backend struct {
+	data                   string
+	endpoint, table, group string
+}
+
+func (b backend) args() []string {
+	if b.endpoint != "" {
+		return []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group}
+	}
+	return []string{"-data", b.data}
+}
+
+func (b backend) String() string {
+	if b.endpoint != "" {
+		return fmt.Sprintf("table %s, schedule group %s on %s", b.table, b.group, b.endpoint)
+	}
+	return "data " + b.data
+}
+
+func startServer(bin string, be backend, tokens string, log io.Writer) (*server, error) {
+	args := append([]string{"-addr", "127.0.0.1:0"}, be.args()...)
+	args = append(args, "-tokens", tokens, "-log-level", "warn")
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -336,21 +391,45 @@ func (t *agentTB) close() {
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 16
+		if cfg.AWS {
+			cfg.Workers = 4
+		}
 	}
 	if cfg.Rounds <= 0 {
-		cfg.Rounds = 50
-		if cfg.Short {
+		switch {
+		case cfg.AWS && cfg.Short:
+			cfg.Rounds = 3
+		case cfg.AWS:
+			cfg.Rounds = 10
+		case cfg.Short:
 			cfg.Rounds = 5
+		default:
+			cfg.Rounds = 50
 		}
 	}
 	if cfg.MinOps <= 0 {
-		cfg.MinOps = 100000
-		if cfg.Short {
+		switch {
+		case cfg.AWS && cfg.Short:
+			cfg.MinOps = 200
+		case cfg.AWS:
+			cfg.MinOps = 1000
+		case cfg.Short:
 			cfg.MinOps = 3000
+		default:
+			cfg.MinOps = 100000
 		}
 	}
-	if cfg.Budget <= 0 && cfg.Short {
-		cfg.Budget = 40 * time.Second
+	if cfg.Budget <= 0 {
+		switch {
+		case cfg.AWS && cfg.Short:
+			// moto answers a few operations per second under this load,
+			// slower as each restart replays a longer stream.
+			cfg.Budget = 25 * time.Second
+		case cfg.AWS:
+			cfg.Budget = 5 * time.Minute
+		case cfg.Short:
+			cfg.Budget = 40 * time.Second
+		}
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
@@ -371,6 +450,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	data := cfg.Data
 	if data == "" {
 		data = filepath.Join(work, "data")
+	}
+	be := backend{data: data}
+	if cfg.AWS {
+		ep := cfg.Endpoint
+		if ep == "" {
+			fmt.Fprintf(out, "starting the DynamoDB emulator (moto) ... ")
+			start := time.Now()
+			var stop func()
+			ep, stop, err = dynamotest.StartMain()
+			if err != nil {
+				fmt.Fprintln(out)
+				return nil, fmt.Errorf("%w: %w", ErrNoEmulator, err)
+			}
+			defer stop()
+			fmt.Fprintf(out, "%s at %s\n", time.Since(start).Round(time.Millisecond), ep)
+		}
+		if u, err := url.Parse(ep); err != nil || u.Hostname() != "127.0.0.1" {
+			return nil, fmt.Errorf("the emulator is at %q, not on 127.0.0.1", ep)
+		}
+		uniq := fmt.Sprintf("%x-%x", uint32(cfg.Seed), uint32(time.Now().UnixNano()))
+		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq}
+		data = be.String()
 	}
 	bin := cfg.Bin
 	if bin == "" {
@@ -404,9 +505,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	agent := a2atest.NewAgent(tb, agentVersion)
 
 	fmt.Fprintf(out, "clockwork kill -9 campaign: seed %d, %d workers, at least %d rounds and %d acknowledged operations\n", cfg.Seed, cfg.Workers, cfg.Rounds, cfg.MinOps)
-	fmt.Fprintf(out, "server data in %s, server log %s, A2A %s agent at %s\n", data, logPath, agentVersion, agent.URL())
+	if cfg.AWS {
+		fmt.Fprintf(out, "AWS mode: %s, server log %s, A2A %s agent at %s\n", be, logPath, agentVersion, agent.URL())
+	} else {
+		fmt.Fprintf(out, "server data in %s, server log %s, A2A %s agent at %s\n", data, logPath, agentVersion, agent.URL())
+	}
 
-	c.srv, err = startServer(bin, data, tokens, logFile)
+	c.srv, err = startServer(bin, be, tokens, logFile)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +563,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		} else {
 			c.srv.kill9()
 			wg.Wait()
-			srv, err := startServer(bin, data, tokens, logFile)
+			srv, err := startServer(bin, be, tokens, logFile)
 			if err != nil {
 				c.srv = nil
 				keep = true
@@ -500,6 +605,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	}
 	return res, nil
 }
+
+// ErrNoEmulator wraps the reason the AWS mode could not start the emulator.
+var ErrNoEmulator = errors.New("DynamoDB emulator unavailable")
 
 // BuildServer builds functions/local into dir and returns the binary.
 func BuildServer(dir string) (string, error) {
