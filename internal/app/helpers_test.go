@@ -276,13 +276,6 @@ func hasErrorPath(t *testing.T, r resp, path string) {
 
 func ts(d time.Duration) string { return expect.FormatTime(time.Now().Add(d)) }
 
-func drain(t *testing.T, a *App) {
-	t.Helper()
-	if err := a.Quiesce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func (e *testEnv) request(method, path string, body []byte) *http.Request {
 	req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+adminToken)

@@ -256,3 +256,23 @@ func (r *Runtime) parameter(ctx context.Context, name string) (string, error) {
 
 // HTTP returns the API handler (for the API Lambda and the local AWS mode).
 func (r *Runtime) HTTP() http.Handler { return r.Handler }
+
+// MustStart is what every Lambda main does before lambda.Start: read the
+// configuration from the environment and assemble the runtime, logging JSON
+// to stderr. A configuration or start error is logged and exits the
+// process, so the failure shows as an init error of the function.
+func MustStart() *Runtime {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := FromEnv()
+	if err != nil {
+		log.Error("configuration", "err", err)
+		os.Exit(1)
+	}
+	cfg.Log = log
+	rt, err := New(context.Background(), cfg)
+	if err != nil {
+		log.Error("start", "err", err)
+		os.Exit(1)
+	}
+	return rt
+}

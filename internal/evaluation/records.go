@@ -1,11 +1,8 @@
 package evaluation
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/store"
@@ -28,19 +25,8 @@ const (
 	TypeVerification = "verification"
 )
 
-var escaper = strings.NewReplacer("%", "%25", "#", "%23")
-
-// esc escapes one client-supplied key component; a long one becomes a
-// digest (prefix "%H", which escaping never produces) so keys stay within
-// DynamoDB's limits.
-func esc(s string) string {
-	e := escaper.Replace(s)
-	if len(e) <= 200 {
-		return e
-	}
-	sum := sha256.Sum256([]byte(s))
-	return "%H" + hex.EncodeToString(sum[:])
-}
+// esc is store.KeyPart, short for the key builders below.
+func esc(s string) string { return store.KeyPart(s) }
 
 func anticipationKey(id string) store.Key { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
 func executionKey(plan string) store.Key  { return store.Key{PK: "PLAN#" + esc(plan), SK: "EXEC"} }
@@ -70,7 +56,6 @@ type AnticipationRecord struct {
 	PlanID       string `json:"plan_id,omitempty"`
 	ScopeID      string `json:"scope_envelope_id"`
 	AnticipateID string `json:"anticipation_id"`
-	version      int64
 }
 
 // Execution is the per-plan state: whether it began (sealing its bound

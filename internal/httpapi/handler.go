@@ -214,17 +214,6 @@ func (h *Handler) Decode(r *http.Request, v any) error {
 	return decodeStrict(b, v)
 }
 
-// Body reads a JSON body within the size and depth limits.
-func (h *Handler) Body(r *http.Request) ([]byte, error) { return h.readBody(r) }
-
-// WriteJSON answers v as JSON with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
-
-// Authed exposes authentication for extra routes.
-func (h *Handler) Authed(scope auth.Scope, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
-	return h.authed(scope, fn)
-}
-
 func queryInt(r *http.Request, name string) (int, error) {
 	s := r.URL.Query().Get(name)
 	if s == "" {

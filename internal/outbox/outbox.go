@@ -61,7 +61,6 @@ type Outbox struct {
 	// at once.
 	pending map[job]jobState
 	queue   chan job
-	ctx     context.Context
 }
 
 // New returns an outbox; call Run to start it.

@@ -213,3 +213,31 @@ type FeedReader interface {
 	// after every commit that appended changes.
 	FeedSignal() <-chan struct{}
 }
+
+// CheckWrites checks the shape of a commit that every adapter refuses
+// alike: at most MaxCommitWrites writes, exactly one of Put and Delete in
+// each, a known condition kind, and no key written twice. It returns
+// ErrTooManyWrites or an error wrapping ErrInvalid naming the write.
+// Adapters add their own key and size limits.
+func CheckWrites(writes []Write) error {
+	if len(writes) > MaxCommitWrites {
+		return ErrTooManyWrites
+	}
+	seen := make(map[Key]struct{}, len(writes))
+	for i, w := range writes {
+		if (w.Put == nil) == (w.Delete == nil) {
+			return fmt.Errorf("write %d: exactly one of Put and Delete must be set: %w", i, ErrInvalid)
+		}
+		switch w.Cond.Kind {
+		case Unconditional, IfAbsent, IfVersion:
+		default:
+			return fmt.Errorf("write %d: unknown condition kind %d: %w", i, w.Cond.Kind, ErrInvalid)
+		}
+		key := w.Key()
+		if _, dup := seen[key]; dup {
+			return fmt.Errorf("write %d: key %s written twice in one commit: %w", i, key, ErrInvalid)
+		}
+		seen[key] = struct{}{}
+	}
+	return nil
+}

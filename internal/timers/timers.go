@@ -23,10 +23,9 @@ type key struct {
 }
 
 type entry struct {
-	in       expect.Instant
-	k        key
-	index    int
-	canceled bool
+	in    expect.Instant
+	k     key
+	index int
 }
 
 type entryHeap []*entry

@@ -1,12 +1,9 @@
 package watcher
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"strings"
 
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
@@ -39,25 +36,8 @@ const (
 	OpenShards = 16
 )
 
-var escaper = strings.NewReplacer("%", "%25", "#", "%23")
-
-// maxKeyPart bounds one escaped key component; a longer one is replaced by
-// a digest, so every key stays within DynamoDB's limits (PK 2048 bytes, SK
-// 1024) whatever ids and fact keys clients send. Matching never relies on
-// the key alone: records are compared field by field after the lookup.
-const maxKeyPart = 200
-
-// esc escapes one client-supplied key component. The digest form starts
-// with "%H", which escaping never produces, so it cannot collide with an
-// escaped value.
-func esc(s string) string {
-	e := escaper.Replace(s)
-	if len(e) <= maxKeyPart {
-		return e
-	}
-	sum := sha256.Sum256([]byte(s))
-	return "%H" + hex.EncodeToString(sum[:])
-}
+// esc is store.KeyPart, short for the key builders below.
+func esc(s string) string { return store.KeyPart(s) }
 
 func agentPK(agent string) string { return "A#" + esc(agent) }
 

@@ -7,7 +7,6 @@ package watcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -722,12 +721,6 @@ func (s *Service) UpdateRecord(ctx context.Context, agentID, id string, fn func(
 		return st.stage()
 	})
 	return out, internal(err)
-}
-
-// MarshalRecord renders a record as the API returns it.
-func MarshalRecord(r *expect.Record) json.RawMessage {
-	b, _ := json.Marshal(r)
-	return b
 }
 
 // Redeliver puts a dead-lettered (or suppressed) lapse back in the outbox

@@ -501,28 +501,15 @@ type op struct {
 
 // prepare validates writes and encodes their keys, outside the transaction.
 func prepare(writes []store.Write) ([]op, error) {
-	if len(writes) > store.MaxCommitWrites {
-		return nil, store.ErrTooManyWrites
+	if err := store.CheckWrites(writes); err != nil {
+		return nil, err
 	}
 	ops := make([]op, len(writes))
-	seen := make(map[store.Key]struct{}, len(writes))
 	for i, w := range writes {
-		if (w.Put == nil) == (w.Delete == nil) {
-			return nil, invalidf("write %d: exactly one of Put and Delete must be set", i)
-		}
-		switch w.Cond.Kind {
-		case store.Unconditional, store.IfAbsent, store.IfVersion:
-		default:
-			return nil, invalidf("write %d: unknown condition kind %d", i, w.Cond.Kind)
-		}
 		key := w.Key()
 		if err := checkKey(key); err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
-		if _, dup := seen[key]; dup {
-			return nil, invalidf("write %d: key %s written twice in one commit", i, key)
-		}
-		seen[key] = struct{}{}
 		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, ik: make([][]byte, len(indexNames))}
 		if w.Put != nil {
 			it := *w.Put

@@ -281,32 +281,7 @@ type stats struct{ p50, p99, mean time.Duration }
 // phase runs op from every connection for the phase duration and prints
 // throughput and latency.
 func (r *runner) phase(name string, op func() int) stats {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var errors atomic.Int64
-	stop := time.Now().Add(*duration)
-	var wg sync.WaitGroup
-	for c := 0; c < *concurrency; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for time.Now().Before(stop) {
-				t := time.Now()
-				if code := op(); code != 200 {
-					errors.Add(1)
-				}
-				mine = append(mine, time.Since(t))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	rate := float64(len(lat)) / duration.Seconds()
-	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, rate, pct(lat, 50), pct(lat, 99), pct(lat, 100), errors.Load())
-	return stats{p50: pct(lat, 50), p99: pct(lat, 99)}
+	return r.phaseEach(name, func() func() int { return op })
 }
 
 // phaseEach is phase with per-connection state: mk is called once per
