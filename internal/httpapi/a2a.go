@@ -271,13 +271,32 @@ func (h *Handler) a2a(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	// Validate facts before raising, so bad facts change nothing.
+	// Validate facts and withdrawals, their per-request bounds included,
+	// before raising, so a refused part changes nothing.
+	maxN := h.Watcher.Config().MaxPerRequest
 	if len(facts) > 0 {
 		var c errs.Collector
+		if len(facts) > maxN {
+			c.Add("facts", "holds more than %d facts", maxN)
+		}
 		for i, f := range facts {
 			expect.ValidateFact(&c, fmt.Sprintf("facts[%d]", i), f, h.Watcher.Now(), h.Watcher.Config())
 		}
 		if err := c.Err("invalid facts"); err != nil {
+			return err
+		}
+	}
+	if len(withdraw) > 0 {
+		var c errs.Collector
+		if len(withdraw) > maxN {
+			c.Add("withdraw", "names more than %d expectations", maxN)
+		}
+		for i, id := range withdraw {
+			if msg := expect.ValidID(id); msg != "" {
+				c.Add(fmt.Sprintf("withdraw[%d]", i), "%s", msg)
+			}
+		}
+		if err := c.Err("invalid withdrawal"); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/store"
 )
 
 // statusOf maps error codes to HTTP statuses: the only place that does.
@@ -44,6 +45,11 @@ type Problem struct {
 // writeError answers err as application/problem+json. Internal errors are
 // logged with the request and answered without their details.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if errors.Is(err, store.ErrTooLarge) {
+		// Within the body limit but over what one record may hold: the
+		// client's to fix, like an oversized body.
+		err = errs.E(errs.TooLarge, "the record this request would store exceeds the store's item limit of 400 KB; send less")
+	}
 	code := errs.CodeOf(err)
 	status := statusOf(code)
 	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status}

@@ -184,6 +184,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	ErrConflict = errors.New("store: condition failed")
 	ErrInvalid  = errors.New("store: invalid request")
+	// ErrTooLarge is returned (wrapped) by Commit for an item over the
+	// adapter's size bound (DynamoDB's 400 KB); it also matches ErrInvalid.
+	ErrTooLarge = fmt.Errorf("store: item too large: %w", ErrInvalid)
 )
 
 // ConflictError reports which write of a commit failed its condition.

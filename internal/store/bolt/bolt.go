@@ -538,7 +538,7 @@ func prepare(writes []store.Write) ([]op, error) {
 				size += len(ixk.PK) + len(ixk.SK)
 			}
 			if size > MaxItemBytes {
-				return nil, invalidf("write %d: item of %d bytes exceeds %d", i, size, MaxItemBytes)
+				return nil, fmt.Errorf("bolt: write %d: item of %d bytes exceeds %d: %w", i, size, MaxItemBytes, store.ErrTooLarge)
 			}
 			o.put = &it
 		}

@@ -324,7 +324,7 @@ func prepare(writes []store.Write) ([]op, error) {
 				it.Index[name] = ixk
 			}
 			if size := itemSize(itemAttrs(&it, 1<<62)); size > MaxItemBytes {
-				return nil, invalidf("write %d: item of %d bytes exceeds %d", i, size, MaxItemBytes)
+				return nil, fmt.Errorf("dynamo: write %d: item of %d bytes exceeds %d: %w", i, size, MaxItemBytes, store.ErrTooLarge)
 			}
 			o.put = &it
 		}
