@@ -134,8 +134,9 @@ func fakeRepo(t *testing.T, mains map[string]string) string {
 
 func TestBuildFailureNamesFunction(t *testing.T) {
 	root := fakeRepo(t, map[string]string{
-		"api":   "package main\n\nfunc main() {}\n",
-		"clock": "package main\n\nfunc main() { undefinedCall() }\n",
+		"api":        "package main\n\nfunc main() {}\n",
+		"authorizer": "package main\n\nfunc main() {}\n",
+		"clock":      "package main\n\nfunc main() { undefinedCall() }\n",
 	})
 	sub := filepath.Join(root, "functions", "api")
 	if r, err := RepoRoot(sub); err != nil || r != root {
@@ -196,9 +197,40 @@ func TestRoutesMatchHTTPHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var served []string
+	var served, servedPublic []string
 	for _, pkg := range pkgs {
 		for _, f := range pkg.Files {
+			// Public routes: the route literals {Pattern: "...", Public: true}.
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.CompositeLit)
+				if !ok {
+					return true
+				}
+				var pattern string
+				public := false
+				for _, e := range lit.Elts {
+					kv, ok := e.(*ast.KeyValueExpr)
+					if !ok {
+						continue
+					}
+					key, _ := kv.Key.(*ast.Ident)
+					switch {
+					case key == nil:
+					case key.Name == "Pattern":
+						if b, ok := kv.Value.(*ast.BasicLit); ok {
+							pattern, _ = strconv.Unquote(b.Value)
+						}
+					case key.Name == "Public":
+						if id, ok := kv.Value.(*ast.Ident); ok && id.Name == "true" {
+							public = true
+						}
+					}
+				}
+				if public && pattern != "" {
+					servedPublic = append(servedPublic, pattern)
+				}
+				return true
+			})
 			ast.Inspect(f, func(n ast.Node) bool {
 				lit, ok := n.(*ast.BasicLit)
 				if !ok || lit.Kind != token.STRING {
@@ -215,9 +247,19 @@ func TestRoutesMatchHTTPHandler(t *testing.T) {
 	if len(served) == 0 {
 		t.Fatalf("found no route patterns in %s", dir)
 	}
-	var routes []string
+	var routes, public []string
 	for _, r := range Routes {
 		routes = append(routes, r.Method+" "+r.Path)
+		if r.Public {
+			public = append(public, r.Method+" "+r.Path)
+		}
+	}
+	// The routes deployed without the authorizer are exactly the ones the
+	// handler serves without a token.
+	sort.Strings(servedPublic)
+	sort.Strings(public)
+	if len(servedPublic) == 0 || !slices.Equal(servedPublic, public) {
+		t.Errorf("public routes: internal/httpapi serves %v without a token, the HTTP API skips the authorizer on %v", servedPublic, public)
 	}
 	sort.Strings(served)
 	sort.Strings(routes)

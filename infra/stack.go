@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -28,33 +29,43 @@ import (
 // Route is one route of the HTTP API. Every route goes to the API function;
 // the list mirrors the patterns internal/httpapi registers (a test keeps the
 // two in step), so a request for anything else is refused by API Gateway
-// without invoking (or billing) a function.
-type Route struct{ Method, Path string }
+// without invoking (or billing) a function. Every route but the public ones
+// goes through the Lambda authorizer.
+type Route struct {
+	Method, Path string
+	Public       bool
+}
 
 // Routes of the HTTP API.
 var Routes = []Route{
-	{"GET", "/healthz"},
-	{"GET", "/openapi.json"},
-	{"PUT", "/v1/agents/{agentId}"},
-	{"GET", "/v1/agents/{agentId}"},
-	{"POST", "/v1/agents/{agentId}/expectations"},
-	{"GET", "/v1/agents/{agentId}/expectations"},
-	{"GET", "/v1/agents/{agentId}/expectations/{expectationId}"},
-	{"POST", "/v1/agents/{agentId}/expectations/{expectationId}/redeliver"},
-	{"POST", "/v1/agents/{agentId}/facts"},
-	{"POST", "/v1/agents/{agentId}/withdrawals"},
-	{"POST", "/v1/agents/{agentId}/a2a"},
-	{"GET", "/v1/deadletters"},
-	{"POST", "/v1/anticipations"},
-	{"PUT", "/v1/anticipations/{id}"},
-	{"GET", "/v1/anticipations/{id}"},
-	{"GET", "/v1/anticipations/{id}/verifications"},
-	{"POST", "/v1/executions/{planId}/events"},
-	{"GET", "/v1/executions/{planId}/events"},
-	{"GET", "/v1/verifications/{verificationId}"},
-	{"POST", "/v1/verifications/{verificationId}/grades"},
-	{"GET", "/v1/keys/verify"},
+	{"GET", "/healthz", true},
+	{"GET", "/openapi.json", true},
+	{"PUT", "/v1/agents/{agentId}", false},
+	{"GET", "/v1/agents/{agentId}", false},
+	{"POST", "/v1/agents/{agentId}/expectations", false},
+	{"GET", "/v1/agents/{agentId}/expectations", false},
+	{"GET", "/v1/agents/{agentId}/expectations/{expectationId}", false},
+	{"POST", "/v1/agents/{agentId}/expectations/{expectationId}/redeliver", false},
+	{"POST", "/v1/agents/{agentId}/facts", false},
+	{"POST", "/v1/agents/{agentId}/withdrawals", false},
+	{"POST", "/v1/agents/{agentId}/a2a", false},
+	{"GET", "/v1/deadletters", false},
+	{"POST", "/v1/anticipations", false},
+	{"PUT", "/v1/anticipations/{id}", false},
+	{"GET", "/v1/anticipations/{id}", false},
+	{"GET", "/v1/anticipations/{id}/verifications", false},
+	{"POST", "/v1/executions/{planId}/events", false},
+	{"GET", "/v1/executions/{planId}/events", false},
+	{"GET", "/v1/verifications/{verificationId}", false},
+	{"POST", "/v1/verifications/{verificationId}/grades", false},
+	{"GET", "/v1/keys/verify", false},
 }
+
+// AuthorizerCacheTTLS is how long API Gateway reuses the authorizer's answer
+// for one Authorization header. With the authorizer's own refresh of the
+// tokens file (authorizer.DefaultRefresh) it bounds how long a revoked
+// token keeps working: at most two minutes.
+const AuthorizerCacheTTLS = 60
 
 // Stream event source settings (see docs/operations.md).
 const (
@@ -65,10 +76,11 @@ const (
 
 // Function settings: memory (MB) and timeout (s).
 const (
-	FunctionMemoryMB = 256
-	APITimeoutS      = 25  // under API Gateway's 30 s integration limit
-	ClockTimeoutS    = 30  // one instant: a read and a conditional write
-	StreamTimeoutS   = 300 // a batch, with lapse deliveries and their backoff
+	FunctionMemoryMB   = 256
+	AuthorizerTimeoutS = 5   // API Gateway waits at most 10 s for an authorizer
+	APITimeoutS        = 25  // under API Gateway's 30 s integration limit
+	ClockTimeoutS      = 30  // one instant: a read and a conditional write
+	StreamTimeoutS     = 300 // a batch, with lapse deliveries and their backoff
 )
 
 // TableActions are the item-level DynamoDB actions the functions use (the
@@ -99,6 +111,7 @@ type Stack struct {
 	awscdk.Stack
 	Table                 awsdynamodb.Table
 	API, Clock, Stream    awslambda.Function
+	Authorizer            awslambda.Function
 	HTTPAPI               awsapigatewayv2.HttpApi
 	HTTPStage             awsapigatewayv2.HttpStage
 	ScheduleGroup         awsscheduler.ScheduleGroup
@@ -223,14 +236,20 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		"STAGE":                cfg.Stage,
 		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
 	}
+	// function builds one function with its own role and log group; with
+	// the table's settings and item access unless it is the authorizer,
+	// which reads nothing but the tokens.
 	function := func(id, name, desc string, timeout float64, env map[string]string, extra func(*awslambda.FunctionProps)) awslambda.Function {
 		dir, ok := props.FunctionDirs[name]
 		if !ok {
 			panic(fmt.Sprintf("no build of function %s", name))
 		}
-		vars := map[string]*string{}
+		usesTable := name != "authorizer"
+		vars := map[string]*string{"STAGE": s(cfg.Stage)}
 		for k, v := range common {
-			vars[k] = s(v)
+			if usesTable {
+				vars[k] = s(v)
+			}
 		}
 		for k, v := range env {
 			vars[k] = s(v)
@@ -265,6 +284,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			extra(p)
 		}
 		fn := awslambda.NewFunction(stack, s(id), p)
+		if !usesTable {
+			return fn
+		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: s("TableItems"), Actions: strs(TableActions...), Resources: &[]*string{st.Table.TableArn()},
 		}))
@@ -339,18 +361,21 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		OnFailure:               awslambdaeventsources.NewSqsDlq(st.StreamFailureQueue),
 	}))
 
-	// The API function reads the hashed tokens from SSM (SecureString,
-	// created by the operator; the AWS managed key aws/ssm needs no extra
-	// grant).
+	// The authorizer function authenticates bearer tokens against the
+	// hashed tokens in SSM (SecureString, created by the operator; the AWS
+	// managed key aws/ssm needs no extra grant). It is the only function
+	// that reads them; the API function trusts its answer.
 	tokensArn := stack.FormatArn(&awscdk.ArnComponents{
 		Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.TokensParameter, "/")),
 		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})
-	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
-		APITimeoutS, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
-	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+	st.Authorizer = function("AuthorizerFunction", "authorizer", "HTTP API Lambda authorizer: authenticates bearer tokens against the hashed tokens in SSM",
+		AuthorizerTimeoutS, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
+	st.Authorizer.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("ReadTokens"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{tokensArn},
 	}))
+	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
+		APITimeoutS, map[string]string{"TRUST_AUTHORIZER": "true"}, nil)
 
 	// The HTTP API: explicit routes, default-route throttling, JSON access
 	// logs (no headers, so no bearer tokens, are logged).
@@ -374,10 +399,23 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		PayloadFormatVersion:   awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
 		ScopePermissionToRoute: b(false),
 	})
+	// A request without an Authorization header is answered 401, one the
+	// authorizer refuses 403, both by API Gateway without invoking the API
+	// function.
+	authz := awsapigatewayv2authorizers.NewHttpLambdaAuthorizer(s("TokenAuthorizer"), st.Authorizer, &awsapigatewayv2authorizers.HttpLambdaAuthorizerProps{
+		AuthorizerName:  s(cfg.Name + "-tokens"),
+		ResponseTypes:   &[]awsapigatewayv2authorizers.HttpLambdaResponseType{awsapigatewayv2authorizers.HttpLambdaResponseType_SIMPLE},
+		IdentitySource:  strs("$request.header.Authorization"),
+		ResultsCacheTtl: awscdk.Duration_Seconds(n(AuthorizerCacheTTLS)),
+	})
 	for _, r := range Routes {
-		st.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path: s(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration,
-		})
+		}
+		if !r.Public {
+			opts.Authorizer = authz
+		}
+		st.HTTPAPI.AddRoutes(opts)
 	}
 
 	// Alarms, to a topic (subscribe to it, or pass -c alarmEmail=...).
@@ -409,7 +447,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	for _, f := range []struct {
 		id, name string
 		fn       awslambda.Function
-	}{{"Api", "api", st.API}, {"Clock", "clock", st.Clock}, {"Stream", "stream", st.Stream}} {
+	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Stream", "stream", st.Stream}} {
 		alarm(f.id+"ErrorsAlarm", f.name+"-errors", "The "+f.name+" function failed (errors or timeouts) in the last 5 minutes",
 			f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Sum")}), 1, 1)
 	}
@@ -434,7 +472,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		{"SchedulerDlqArn", "Dead-letter queue of the Scheduler targets (SCHEDULER_DLQ_ARN)", *st.SchedulerDLQ.QueueArn()},
 		{"SchedulerDlqUrl", "Dead-letter queue of the Scheduler targets (URL)", *st.SchedulerDLQ.QueueUrl()},
 		{"StreamFailureQueueUrl", "On-failure destination of the stream mapping (URL)", *st.StreamFailureQueue.QueueUrl()},
-		{"TokensParameterName", "SSM SecureString the API reads the tokens from (TOKENS_PARAMETER)", cfg.TokensParameter},
+		{"TokensParameterName", "SSM SecureString the authorizer reads the tokens from (TOKENS_PARAMETER)", cfg.TokensParameter},
 		{"AlarmTopicArn", "SNS topic of the alarms", *st.AlarmTopic.TopicArn()},
 	} {
 		awscdk.NewCfnOutput(stack, s(o.id), &awscdk.CfnOutputProps{Value: s(o.value), Description: s(o.desc)})

@@ -76,7 +76,7 @@ func TestFunctions(t *testing.T) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
 			cfg := sy.cfg
-			assert(t, "three functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(3)) })
+			assert(t, "four functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4)) })
 			// Every function: arm64, provided.al2023 (bootstrap), traced,
 			// JSON logs to its own log group with retention.
 			assert(t, "every function", func() {
@@ -93,8 +93,9 @@ func TestFunctions(t *testing.T) {
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
 			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false"}
 			env := map[string]obj{
-				"api":   {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
-				"clock": {},
+				"api":        {"TRUST_AUTHORIZER": "true"},
+				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
+				"clock":      {},
 				"stream": {
 					"SCHEDULE_GROUP":     "clockwork-" + stage,
 					"CLOCK_FUNCTION_ARN": getAtt(fnID(t, tj, "clock", stage), "Arn"),
@@ -106,9 +107,11 @@ func TestFunctions(t *testing.T) {
 			for _, name := range Functions {
 				_, fn := only(t, tj, "AWS::Lambda::Function", "FunctionName", "clockwork-"+stage+"-"+name)
 				p := props(fn)
-				want := obj{}
-				for k, v := range common {
-					want[k] = v
+				want := obj{"STAGE": stage}
+				if name != "authorizer" {
+					for k, v := range common {
+						want[k] = v
+					}
 				}
 				for k, v := range env[name] {
 					want[k] = v
@@ -123,8 +126,8 @@ func TestFunctions(t *testing.T) {
 				}
 				assets[p["Code"].(obj)["S3Key"].(string)] = true
 			}
-			if len(assets) != 3 {
-				t.Errorf("the three functions share code assets: %v", assets)
+			if len(assets) != len(Functions) {
+				t.Errorf("functions share code assets: %v", assets)
 			}
 			// Reserved concurrency on the clock function only: it bounds
 			// the burst of due instants against the table; the stream
@@ -137,7 +140,7 @@ func TestFunctions(t *testing.T) {
 					"DeadLetterConfig":             obj{"TargetArn": getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq"), "Arn")},
 				})
 			})
-			for _, name := range []string{"api", "stream"} {
+			for _, name := range []string{"api", "authorizer", "stream"} {
 				assert(t, name+" unreserved", func() {
 					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
 						"FunctionName": "clockwork-" + stage + "-" + name, "ReservedConcurrentExecutions": assertions.Match_Absent(),
@@ -151,6 +154,7 @@ func TestFunctions(t *testing.T) {
 			})
 			assert(t, "timeouts", func() {
 				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"FunctionName": "clockwork-" + stage + "-api", "Timeout": APITimeoutS})
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"FunctionName": "clockwork-" + stage + "-authorizer", "Timeout": AuthorizerTimeoutS})
 				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{"FunctionName": "clockwork-" + stage + "-stream", "Timeout": StreamTimeoutS})
 			})
 		})
@@ -202,14 +206,41 @@ func TestHTTPAPI(t *testing.T) {
 				t.Errorf("access log format must not log headers (bearer tokens): %s", f)
 			}
 
-			// Routes: exactly the list, every one to the API function.
+			// The Lambda authorizer: payload 2.0, simple responses, the
+			// Authorization header as identity (so a request without one is
+			// refused with 401 before the authorizer runs), cached per header.
+			authzID, _ := only(t, tj, "AWS::ApiGatewayV2::Authorizer", "AuthorizerType", "REQUEST")
+			assert(t, "authorizer", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), obj{
+					"ApiId": ref(apiID), "AuthorizerType": "REQUEST", "AuthorizerPayloadFormatVersion": "2.0",
+					"EnableSimpleResponses": true, "IdentitySource": arr{"$request.header.Authorization"},
+					"AuthorizerResultTtlInSeconds": AuthorizerCacheTTLS,
+					"AuthorizerUri":                like(obj{"Fn::Join": arrayWith(arrayWith(getAtt(fnID(t, tj, "authorizer", stage), "Arn")))}),
+				})
+			})
+
+			// Routes: exactly the list, every one to the API function,
+			// every one but the public ones behind the authorizer.
+			public := map[string]bool{}
+			for _, r := range Routes {
+				public[r.Method+" "+r.Path] = r.Public
+			}
 			var got, want []string
 			intID, _ := only(t, tj, "AWS::ApiGatewayV2::Integration", "PayloadFormatVersion", "2.0")
 			for _, r := range resources(tj, "AWS::ApiGatewayV2::Route") {
-				got = append(got, props(r)["RouteKey"].(string))
+				key := props(r)["RouteKey"].(string)
+				got = append(got, key)
 				target := fmt.Sprint(props(r)["Target"])
 				if !strings.Contains(target, intID) {
-					t.Errorf("route %s targets %s, not the API integration", props(r)["RouteKey"], target)
+					t.Errorf("route %s targets %s, not the API integration", key, target)
+				}
+				authType, authID := props(r)["AuthorizationType"], fmt.Sprint(props(r)["AuthorizerId"])
+				if public[key] {
+					if authType != nil && authType != "NONE" {
+						t.Errorf("public route %s has authorization %v", key, authType)
+					}
+				} else if authType != "CUSTOM" || !strings.Contains(authID, authzID) {
+					t.Errorf("route %s: authorization %v by %s, want CUSTOM by the token authorizer", key, authType, authID)
 				}
 			}
 			for _, r := range Routes {
@@ -226,14 +257,17 @@ func TestHTTPAPI(t *testing.T) {
 					"IntegrationUri": getAtt(fnID(t, tj, "api", stage), "Arn"),
 				})
 			})
-			// One invoke permission, scoped to this API.
-			assert(t, "one permission", func() {
-				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(1))
-				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
-					"Principal": "apigateway.amazonaws.com", "Action": "lambda:InvokeFunction",
-					"FunctionName": getAtt(fnID(t, tj, "api", stage), "Arn"),
-					"SourceArn":    like(obj{"Fn::Join": arrayWith(arrayWith(ref(apiID)))}),
-				})
+			// Two invoke permissions (the API function, the authorizer),
+			// each scoped to this API.
+			assert(t, "two permissions", func() {
+				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(2))
+				for _, name := range []string{"api", "authorizer"} {
+					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
+						"Principal": "apigateway.amazonaws.com", "Action": "lambda:InvokeFunction",
+						"FunctionName": getAtt(fnID(t, tj, name, stage), "Arn"),
+						"SourceArn":    like(obj{"Fn::Join": arrayWith(arrayWith(ref(apiID)))}),
+					})
+				}
 			})
 		})
 	}
@@ -407,6 +441,18 @@ func TestLeastPrivilege(t *testing.T) {
 			schedRole := onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function")
 			for name, role := range roles {
 				acts := actionsOf(statementsOfRole(tj, role))
+				if name == "authorizer" {
+					// Nothing but the tokens and its own logs.
+					for a := range acts {
+						if !slices.Contains([]string{"ssm:GetParameter", "logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}, a) {
+							t.Errorf("authorizer function has %s", a)
+						}
+					}
+					if r := fmt.Sprint(acts["logs:PutLogEvents"]); len(acts["logs:PutLogEvents"]) != 1 || !strings.Contains(r, "Logs") {
+						t.Errorf("authorizer function writes logs to %s, want its own log group only", r)
+					}
+					continue
+				}
 				for _, a := range TableActions {
 					if r := fmt.Sprint(acts[a]); !strings.Contains(r, "Table") {
 						t.Errorf("%s function lacks %s on the table (%s)", name, a, r)
@@ -439,7 +485,7 @@ func TestLeastPrivilege(t *testing.T) {
 						t.Errorf("stream function passes %v, want only the scheduler role", r)
 					}
 				}
-				if (acts["ssm:GetParameter"] != nil) != (name == "api") {
+				if acts["ssm:GetParameter"] != nil {
 					t.Errorf("%s function: ssm:GetParameter = %v", name, acts["ssm:GetParameter"])
 				}
 			}
@@ -459,7 +505,7 @@ func TestLeastPrivilege(t *testing.T) {
 						"Sid": "ReadTokens", "Action": "ssm:GetParameter",
 						"Resource": like(obj{"Fn::Join": arrayWith(arrayWith(":parameter/clockwork/" + stage + "/tokens"))}),
 					}))}),
-					"Roles": arr{ref(roles["api"])},
+					"Roles": arr{ref(roles["authorizer"])},
 				})
 			})
 		})

@@ -1,5 +1,5 @@
-// Package lambdatest runs the three Lambda functions (functions/api,
-// functions/clock, functions/stream) as Lambda runs them: each is built as a
+// Package lambdatest runs the four Lambda functions (functions/api,
+// functions/authorizer, functions/clock, functions/stream) as Lambda runs them: each is built as a
 // linux `bootstrap`, started under the AWS Lambda Runtime Interface Emulator
 // (aws-lambda-rie) against the moto emulator, and invoked with the sample
 // events of the repository's events/ directory, whose expected results are

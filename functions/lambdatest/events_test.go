@@ -2,9 +2,13 @@ package lambdatest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/authorizer"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 )
@@ -47,7 +52,27 @@ func TokensJSON() string {
 }
 
 // The functions and their event folders.
-var functionNames = []string{"api", "clock", "stream"}
+var functionNames = []string{"api", "authorizer", "clock", "stream"}
+
+// sampleAuthorizer is the authorizer with TOKENS_JSON.
+func sampleAuthorizer() *authorizer.Authorizer {
+	return &authorizer.Authorizer{
+		Load: func(context.Context) ([]byte, error) { return []byte(TokensJSON()), nil },
+		Log:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	}
+}
+
+// SampleAuthorizerContext is the context the authorizer returns for
+// SampleToken: what API Gateway passes to the API function with every api
+// event but the unauthorised one.
+func SampleAuthorizerContext(t testing.TB) map[string]any {
+	t.Helper()
+	res, err := sampleAuthorizer().Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{IdentitySource: []string{"Bearer " + SampleToken}})
+	if err != nil || !res.IsAuthorized {
+		t.Fatalf("the sample token is refused: %+v, %v", res, err)
+	}
+	return res.Context
+}
 
 // moduleRoot returns the repository root (this package is functions/lambdatest).
 func moduleRoot(t testing.TB) string {
@@ -159,13 +184,19 @@ func TestEventFiles(t *testing.T) {
 			case req.IsBase64Encoded:
 				t.Errorf("%s: isBase64Encoded", e.Name)
 			}
-			auth := req.Headers["authorization"]
+			authz := req.Headers["authorization"]
 			if want[e.Name] == 401 {
-				if auth != "" {
-					t.Errorf("%s: expected 401 but carries authorization", e.Name)
+				if authz != "" || req.RequestContext.Authorizer != nil {
+					t.Errorf("%s: expected 401 but carries authorization or an authorizer context", e.Name)
 				}
-			} else if auth != "Bearer "+SampleToken {
-				t.Errorf("%s: authorization %q, want Bearer %s", e.Name, auth, SampleToken)
+			} else if authz != "Bearer "+SampleToken {
+				t.Errorf("%s: authorization %q, want Bearer %s", e.Name, authz, SampleToken)
+			} else if a := req.RequestContext.Authorizer; req.RouteKey == "GET /healthz" {
+				if a != nil {
+					t.Errorf("%s: a public route carries an authorizer context", e.Name)
+				}
+			} else if a == nil || fmt.Sprint(a.Lambda) != fmt.Sprint(SampleAuthorizerContext(t)) {
+				t.Errorf("%s: authorizer context %+v, want what the authorizer returns for the sample token", e.Name, a)
 			}
 			if req.Body != "" && !json.Valid([]byte(req.Body)) {
 				t.Errorf("%s: body is not JSON", e.Name)
@@ -175,6 +206,27 @@ func TestEventFiles(t *testing.T) {
 					t.Errorf("%s: the ANTICIPATE does not validate (d_dna_signature?): %v", e.Name, err)
 				}
 			}
+		}
+	})
+	t.Run("authorizer", func(t *testing.T) {
+		evs := loadEvents(t, "authorizer")
+		want := loadExpected[bool](t, "authorizer", evs)
+		authorised := 0
+		for _, e := range evs {
+			var req events.APIGatewayV2CustomAuthorizerV2Request
+			if err := strictJSON(e.Body, &req); err != nil {
+				t.Errorf("%s: not an authorizer payload 2.0 request: %v", e.Name, err)
+				continue
+			}
+			if req.Version != "2.0" || req.Type != "REQUEST" || len(req.IdentitySource) != 1 || req.IdentitySource[0] != req.Headers["authorization"] {
+				t.Errorf("%s: version %q, type %q, identitySource %v (want the authorization header)", e.Name, req.Version, req.Type, req.IdentitySource)
+			}
+			if want[e.Name] {
+				authorised++
+			}
+		}
+		if authorised == 0 || authorised == len(evs) {
+			t.Errorf("the authorizer events should hold both answers: %v", want)
 		}
 	})
 	t.Run("clock", func(t *testing.T) {

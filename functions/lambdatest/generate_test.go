@@ -54,7 +54,8 @@ func TestGenerateEvents(t *testing.T) {
 	ctx := context.Background()
 	root := moduleRoot(t)
 
-	// 1. API requests.
+	// 1. API requests, and the authorizer's requests for their tokens.
+	authzFiles, authzWant := authorizerEvents(t)
 	apiEvs := apiEvents(t)
 	apiWant := map[string]int{}
 	var apiFiles []eventFile
@@ -74,7 +75,7 @@ func TestGenerateEvents(t *testing.T) {
 	rt, err := awsrt.New(ctx, awsrt.Config{
 		Table: table, ScheduleGroup: table,
 		ClockFunctionARN: ClockFunctionARN, SchedulerRoleARN: SchedulerRoleARN, SchedulerDLQARN: SchedulerDLQARN,
-		TokensJSON: TokensJSON(), Endpoint: endpoint, AllowPrivateAgents: true, DeliveryAttempts: 8,
+		TrustAuthorizer: true, Endpoint: endpoint, AllowPrivateAgents: true, DeliveryAttempts: 8,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -227,6 +228,7 @@ func TestGenerateEvents(t *testing.T) {
 		}
 		t.Logf("wrote %d events and expected.json to %s", len(files), dir)
 	}
+	write("authorizer", authzFiles, authzWant)
 	write("api", apiFiles, apiWant)
 	write("clock", clockFiles, clockWant)
 	write("stream", streamFiles, streamWant)
@@ -268,6 +270,7 @@ type apiEvent struct {
 	query   map[string]string // in this order of keys: sorted
 	body    any               // encoded as compact JSON; a []byte is sent as is
 	noAuth  bool
+	public  bool // deployed without the authorizer: no authorizer context
 	headers map[string]string
 }
 
@@ -287,16 +290,23 @@ type v2Request struct {
 }
 
 type v2Context struct {
-	AccountID    string `json:"accountId"`
-	APIID        string `json:"apiId"`
-	DomainName   string `json:"domainName"`
-	DomainPrefix string `json:"domainPrefix"`
-	HTTP         v2HTTP `json:"http"`
-	RequestID    string `json:"requestId"`
-	RouteKey     string `json:"routeKey"`
-	Stage        string `json:"stage"`
-	Time         string `json:"time"`
-	TimeEpoch    int64  `json:"timeEpoch"`
+	AccountID    string        `json:"accountId"`
+	APIID        string        `json:"apiId"`
+	Authorizer   *v2Authorizer `json:"authorizer,omitempty"`
+	DomainName   string        `json:"domainName"`
+	DomainPrefix string        `json:"domainPrefix"`
+	HTTP         v2HTTP        `json:"http"`
+	RequestID    string        `json:"requestId"`
+	RouteKey     string        `json:"routeKey"`
+	Stage        string        `json:"stage"`
+	Time         string        `json:"time"`
+	TimeEpoch    int64         `json:"timeEpoch"`
+}
+
+// v2Authorizer is what API Gateway passes on from a Lambda authorizer
+// with simple responses: its context, under "lambda".
+type v2Authorizer struct {
+	Lambda map[string]any `json:"lambda"`
 }
 
 type v2HTTP struct {
@@ -336,8 +346,12 @@ func (e apiEvent) encode(t testing.TB, seq int) []byte {
 		"x-forwarded-port":  "443",
 		"x-forwarded-proto": "https",
 	}
+	var authorizerContext *v2Authorizer
 	if !e.noAuth {
 		headers["authorization"] = "Bearer " + SampleToken
+		if !e.public {
+			authorizerContext = &v2Authorizer{Lambda: SampleAuthorizerContext(t)}
+		}
 	}
 	var body string
 	switch b := e.body.(type) {
@@ -363,7 +377,7 @@ func (e apiEvent) encode(t testing.TB, seq int) []byte {
 		Version: "2.0", RouteKey: e.method + " " + e.route, RawPath: path, RawQueryString: strings.Join(rawQuery, "&"),
 		Headers: headers, QueryStringParameters: e.query, PathParameters: e.params,
 		RequestContext: v2Context{
-			AccountID: "123456789012", APIID: "a1b2c3d4e5", DomainName: domain, DomainPrefix: "a1b2c3d4e5",
+			AccountID: "123456789012", APIID: "a1b2c3d4e5", Authorizer: authorizerContext, DomainName: domain, DomainPrefix: "a1b2c3d4e5",
 			HTTP:      v2HTTP{Method: e.method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10", UserAgent: ua},
 			RequestID: "sample-" + strings.TrimSuffix(e.file, ".json"), RouteKey: e.method + " " + e.route,
 			Stage: "$default", Time: at.Format("02/Jan/2006:15:04:05 -0700"), TimeEpoch: at.UnixMilli(),
@@ -405,7 +419,7 @@ func apiEvents(t testing.TB) []apiEvent {
 	}
 	plan := map[string]string{"planId": PlanID}
 	return []apiEvent{
-		{file: "01-healthz.json", status: 200, method: "GET", route: "/healthz"},
+		{file: "01-healthz.json", status: 200, method: "GET", route: "/healthz", public: true},
 		{file: "02-put-agent-card.json", status: 200, method: "PUT", route: "/v1/agents/{agentId}", params: agent, body: agentCard()},
 		{file: "03-raise-expectations.json", status: 200, method: "POST", route: "/v1/agents/{agentId}/expectations", params: agent,
 			body: map[string]any{"taskId": "task-1", "contextId": "ctx-1", "expectations": []any{
@@ -640,4 +654,71 @@ func incDecimal(s string) string {
 		b[i] = '0'
 	}
 	return "1" + string(b)
+}
+
+// ---- API Gateway HTTP API Lambda authorizer requests (payload 2.0) ----
+
+// v2AuthorizerRequest is the payload 2.0 authorizer request, field for
+// field as API Gateway sends it for a REQUEST authorizer whose identity
+// source is the Authorization header.
+type v2AuthorizerRequest struct {
+	Version        string            `json:"version"`
+	Type           string            `json:"type"`
+	RouteArn       string            `json:"routeArn"`
+	IdentitySource []string          `json:"identitySource"`
+	RouteKey       string            `json:"routeKey"`
+	RawPath        string            `json:"rawPath"`
+	RawQueryString string            `json:"rawQueryString"`
+	Headers        map[string]string `json:"headers"`
+	PathParameters map[string]string `json:"pathParameters,omitempty"`
+	RequestContext v2Context         `json:"requestContext"`
+}
+
+// authorizerEvents are the authorizer's sample requests (the sample token,
+// an unknown one, another scheme) and whether each is authorised, checked
+// in process against the authorizer.
+func authorizerEvents(t testing.TB) ([]eventFile, map[string]bool) {
+	t.Helper()
+	const domain = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
+	cases := []struct {
+		file, header string
+		ok           bool
+	}{
+		{"01-sample-token.json", "Bearer " + SampleToken, true},
+		{"02-unknown-token.json", "Bearer clockwork-revoked-token-0002", false},
+		{"03-basic-scheme.json", "Basic Y2xvY2t3b3JrOnNhbXBsZQ==", false},
+	}
+	authz := sampleAuthorizer()
+	var files []eventFile
+	want := map[string]bool{}
+	for i, c := range cases {
+		at := requestTime.Add(time.Duration(i) * time.Second)
+		path := "/v1/agents/" + AgentID + "/expectations/" + Scheduled
+		route := "GET /v1/agents/{agentId}/expectations/{expectationId}"
+		req := v2AuthorizerRequest{
+			Version: "2.0", Type: "REQUEST",
+			RouteArn:       "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/$default/GET" + path,
+			IdentitySource: []string{c.header}, RouteKey: route, RawPath: path,
+			Headers:        map[string]string{"authorization": c.header, "accept": "application/json", "host": domain, "user-agent": "curl/8.5.0"},
+			PathParameters: map[string]string{"agentId": AgentID, "expectationId": Scheduled},
+			RequestContext: v2Context{
+				AccountID: "123456789012", APIID: "a1b2c3d4e5", DomainName: domain, DomainPrefix: "a1b2c3d4e5",
+				HTTP:      v2HTTP{Method: "GET", Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10", UserAgent: "curl/8.5.0"},
+				RequestID: "sample-authorizer-" + strings.TrimSuffix(c.file, ".json"), RouteKey: route,
+				Stage: "$default", Time: at.Format("02/Jan/2006:15:04:05 -0700"), TimeEpoch: at.UnixMilli(),
+			},
+		}
+		body := indent(t, req)
+		var ev events.APIGatewayV2CustomAuthorizerV2Request
+		if err := json.Unmarshal(body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		res, err := authz.Handle(context.Background(), ev)
+		if err != nil || res.IsAuthorized != c.ok {
+			t.Fatalf("%s: %+v, %v; want isAuthorized %v", c.file, res, err, c.ok)
+		}
+		files = append(files, eventFile{Name: c.file, Body: body})
+		want[c.file] = c.ok
+	}
+	return files, want
 }

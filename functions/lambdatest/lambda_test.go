@@ -48,10 +48,11 @@ const EnvRIE = "CLOCKWORK_RIE"
 // WarmInvocations is how many warm invocations the latency figures cover.
 const WarmInvocations = 200
 
-// TestLambdaBootstraps builds the three functions as Lambda bootstraps,
+// TestLambdaBootstraps builds the four functions as Lambda bootstraps,
 // checks their size, and runs each under aws-lambda-rie against the moto
 // emulator with the environment the deployed functions get, invoking every
-// sample event of events/<function> in order (api, then clock, then stream:
+// sample event of events/<function> in order (authorizer, api, then clock,
+// then stream:
 // each builds on the state the previous left) and checking the result
 // expected.json gives. It logs each bootstrap's size, each function's cold
 // start (process start to the first invocation's response) and the api
@@ -62,7 +63,7 @@ const WarmInvocations = 200
 // the emulator skips the test with the reason; with CI=true it fails it.
 func TestLambdaBootstraps(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: builds six bootstraps and runs three functions")
+		t.Skip("-short: builds eight bootstraps and runs four functions")
 	}
 	if runtime.GOOS != "linux" {
 		unavailable(t, "the bootstraps are linux executables and aws-lambda-rie runs on linux only (GOOS=%s)", runtime.GOOS)
@@ -73,6 +74,7 @@ func TestLambdaBootstraps(t *testing.T) {
 		evs[fn] = loadEvents(t, fn)
 	}
 	apiWant := loadExpected[int](t, "api", evs["api"])
+	authzWant := loadExpected[bool](t, "authorizer", evs["authorizer"])
 	streamWant := loadExpected[[]string](t, "stream", evs["stream"])
 	loadExpected[string](t, "clock", evs["clock"])
 
@@ -110,7 +112,32 @@ func TestLambdaBootstraps(t *testing.T) {
 	env := lambdaEnv(t, table, endpoint)
 	native := bins[runtime.GOARCH]
 
-	// 3. api: every request, then the warm latency.
+	// 3. authorizer: each request, and the context it hands to the api
+	// function is the one the api events carry.
+	authz := startFunction(t, rie, "authorizer", native["authorizer"], env)
+	for i, e := range evs["authorizer"] {
+		out, err := authz.invoke(e.Body, "")
+		if i == 0 {
+			authz.logColdStart(t)
+		}
+		if err != nil {
+			authz.fail(t, "authorizer %s: %v", e.Name, err)
+			continue
+		}
+		var res events.APIGatewayV2CustomAuthorizerSimpleResponse
+		if err := json.Unmarshal(out, &res); err != nil {
+			authz.fail(t, "authorizer %s: answered %s: %v", e.Name, out, err)
+			continue
+		}
+		if res.IsAuthorized != authzWant[e.Name] {
+			authz.fail(t, "authorizer %s: isAuthorized %v, want %v", e.Name, res.IsAuthorized, authzWant[e.Name])
+		}
+		if res.IsAuthorized && fmt.Sprint(res.Context) != fmt.Sprint(SampleAuthorizerContext(t)) {
+			authz.fail(t, "authorizer %s: context %v, want %v (what the api events carry)", e.Name, res.Context, SampleAuthorizerContext(t))
+		}
+	}
+
+	// 4. api: every request, then the warm latency.
 	api := startFunction(t, rie, "api", native["api"], env)
 	for i, e := range evs["api"] {
 		resp := api.invokeAPI(t, e)
@@ -125,7 +152,7 @@ func TestLambdaBootstraps(t *testing.T) {
 		api.warmLatency(t, *get)
 	}
 
-	// 4. clock: each instant of the lapsing expectation.
+	// 5. clock: each instant of the lapsing expectation.
 	clock := startFunction(t, rie, "clock", native["clock"], env)
 	for i, e := range evs["clock"] {
 		out, err := clock.invoke(e.Body, "")
@@ -139,7 +166,7 @@ func TestLambdaBootstraps(t *testing.T) {
 		}
 	}
 
-	// 5. stream: each batch, with its expected partial batch failures.
+	// 6. stream: each batch, with its expected partial batch failures.
 	stream := startFunction(t, rie, "stream", native["stream"], env)
 	for i, e := range evs["stream"] {
 		out, err := stream.invoke(e.Body, "")
@@ -160,7 +187,7 @@ func TestLambdaBootstraps(t *testing.T) {
 		}
 	}
 
-	// 6. The effects the stream function had, seen through the api function
+	// 7. The effects the stream function had, seen through the api function
 	// and the Scheduler API.
 	checkEffects(t, api, sched, table)
 }
@@ -337,7 +364,8 @@ func lambdaEnv(t *testing.T, table, endpoint string) []string {
 		"CLOCK_FUNCTION_ARN=" + ClockFunctionARN,
 		"SCHEDULER_ROLE_ARN=" + SchedulerRoleARN,
 		"SCHEDULER_DLQ_ARN=" + SchedulerDLQARN,
-		"TOKENS_JSON=" + TokensJSON(),
+		"TOKENS_JSON=" + TokensJSON(), // the authorizer's
+		"TRUST_AUTHORIZER=true",       // the api function's, as deployed
 		"ALLOW_PRIVATE_AGENTS=true",
 		"AWS_ENDPOINT_URL=" + endpoint,
 		"AWS_ACCESS_KEY_ID=local",

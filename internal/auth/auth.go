@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -110,11 +109,11 @@ func Load(path string) (*Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f File
-	if err := json.Unmarshal(b, &f); err != nil {
+	a, err := Parse(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return New(f.Tokens)
+	return a, nil
 }
 
 // Generate returns a fresh random token.

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,16 +19,15 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/authorizer"
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
@@ -54,13 +52,17 @@ type Config struct {
 	// (TOKENS_PARAMETER); TokensJSON holds it directly (TOKENS_JSON, for
 	// local runs). Entries should carry tokenSha256, never plain tokens.
 	TokensParameter, TokensJSON string
-	AllowPrivateAgents          bool   // ALLOW_PRIVATE_AGENTS (default false)
-	SendToTimekeepers           bool   // SEND_TO_TIMEKEEPERS (default false)
-	MaxLineage                  int    // MAX_LINEAGE (default 16)
-	DeliveryAttempts            int    // DELIVERY_ATTEMPTS (default 8)
-	JudgeURL, JudgeToken        string // JUDGE_URL, JUDGE_TOKEN
-	Endpoint                    string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
-	Stage                       string // STAGE
+	// TrustAuthorizer (TRUST_AUTHORIZER, the deployed API function) takes
+	// the principal from API Gateway's Lambda authorizer instead of checking
+	// tokens (internal/authorizer); the tokens settings are then unused.
+	TrustAuthorizer      bool
+	AllowPrivateAgents   bool   // ALLOW_PRIVATE_AGENTS (default false)
+	SendToTimekeepers    bool   // SEND_TO_TIMEKEEPERS (default false)
+	MaxLineage           int    // MAX_LINEAGE (default 16)
+	DeliveryAttempts     int    // DELIVERY_ATTEMPTS (default 8)
+	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
+	Endpoint             string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
+	Stage                string // STAGE
 	// SigningKey signs VERIFY messages (Ed25519); FromEnv reads its hex
 	// seed from the SSM SecureString named by SIGNING_KEY_PARAMETER.
 	SigningKey          ed25519.PrivateKey
@@ -88,6 +90,9 @@ func FromEnv() (Config, error) {
 	}
 	var err error
 	if c.AllowPrivateAgents, err = envBool("ALLOW_PRIVATE_AGENTS"); err != nil {
+		return c, err
+	}
+	if c.TrustAuthorizer, err = envBool("TRUST_AUTHORIZER"); err != nil {
 		return c, err
 	}
 	if c.SendToTimekeepers, err = envBool("SEND_TO_TIMEKEEPERS"); err != nil {
@@ -146,26 +151,9 @@ type Runtime struct {
 }
 
 // AWSConfig loads the SDK configuration, pointed at cfg.Endpoint when set
-// (with static credentials when none are configured, as emulators accept).
+// (see awsclient.Config).
 func AWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if cfg.Endpoint != "" {
-		if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-			opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
-		}
-		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-			opts = append(opts, awsconfig.WithRegion("us-east-1"))
-		}
-	}
-	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return ac, err
-	}
-	if cfg.Endpoint != "" {
-		ac.BaseEndpoint = aws.String(cfg.Endpoint)
-	}
-	ac.APIOptions = append(ac.APIOptions, cfg.APIOptions...)
-	return ac, nil
+	return awsclient.Config(ctx, cfg.Endpoint, cfg.APIOptions...)
 }
 
 // New assembles the runtime. Errors name what is missing or unreachable.
@@ -217,9 +205,13 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.inline = &inlineOutbox{}
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
 
-	authn, err := r.authenticator(ctx)
-	if err != nil {
-		return nil, err
+	var authn httpapi.Authenticator = authorizer.Gateway{Log: cfg.Log}
+	if !cfg.TrustAuthorizer {
+		tokens, err := r.authenticator(ctx)
+		if err != nil {
+			return nil, err
+		}
+		authn = tokens
 	}
 	r.Handler = httpapi.New(r.Watcher, r.Eval, authn, cfg.Log)
 	return r, nil
@@ -238,20 +230,12 @@ func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error
 		// No tokens: every request is refused with 401.
 		return auth.New(nil)
 	}
-	var f auth.File
-	if err := json.Unmarshal([]byte(raw), &f); err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
-	}
-	return auth.New(f.Tokens)
+	return auth.Parse([]byte(raw))
 }
 
 // parameter reads one SSM SecureString.
 func (r *Runtime) parameter(ctx context.Context, name string) (string, error) {
-	out, err := ssm.NewFromConfig(r.AWS).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	return aws.ToString(out.Parameter.Value), nil
+	return awsclient.Parameter(ctx, r.AWS, name)
 }
 
 // HTTP returns the API handler (for the API Lambda and the local AWS mode).

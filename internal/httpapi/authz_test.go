@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -8,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/authorizer"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/httpapi"
 )
 
 // authzCase is one request of the authorization matrix. Scope is the one
@@ -84,7 +87,11 @@ var problemTypes = regexp.MustCompile(`^https://clockwork\.dev/problems/[a-z-]+$
 // TestAuthorizationMatrix sends every route (the /a2a route once per kind
 // of content) with no token, a bad token, a token with each single scope,
 // a token for another agent and a token with every scope, and checks
-// 401/403/allowed (allowed: anything but 401 and 403, and never 5xx).
+// 401/403/allowed (allowed: anything but 401 and 403, and never 5xx). It
+// runs twice: against the handler as the local server serves it, and as
+// the AWS deployment does, behind API Gateway's Lambda authorizer
+// (gateway): there the gateway itself refuses a missing token (401) or an
+// unknown one (403) and the API function trusts the authorizer's context.
 func TestAuthorizationMatrix(t *testing.T) {
 	ap := startApp(t)
 	h := ap.Handler
@@ -102,6 +109,33 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}
 	}
 
+	tokens := mustJSON(map[string]any{"tokens": testTokens()})
+	authz := &authorizer.Authorizer{Load: func(context.Context) ([]byte, error) { return tokens, nil }, Log: quietLog()}
+	behindGateway := httpapi.New(ap.Watcher, ap.Eval, authorizer.Gateway{Log: quietLog()}, quietLog())
+	public := map[string]bool{}
+	for _, c := range cases {
+		if c.public {
+			public[c.method+" "+c.path] = true
+		}
+	}
+	modes := []struct {
+		name    string
+		handler http.Handler
+		aws     bool
+	}{
+		{"local", h, false},
+		{"aws", gateway(t, authz, behindGateway, func(method, path string) bool { return public[method+" "+path] }), true},
+	}
+
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			n := runMatrix(t, mode.handler, cases, f, mode.aws)
+			t.Logf("authorization matrix (%s): %d routes, %d cases, %d requests", mode.name, len(h.Patterns()), len(cases), n)
+		})
+	}
+}
+
+func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws bool) int {
 	type caller struct {
 		name  string
 		token string
@@ -110,7 +144,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	callers := []caller{
 		{"no token", "", func(c authzCase) string { return pick(c.public, "allowed", "401") }},
-		{"bad token", badToken, func(c authzCase) string { return pick(c.public, "allowed", "401") }},
+		// Behind API Gateway, the Lambda authorizer's refusal is a 403
+		// (HTTP APIs cannot answer it otherwise).
+		{"bad token", badToken, func(c authzCase) string { return pick(c.public, "allowed", pick(aws, "403", "401")) }},
 	}
 	for _, s := range auth.AllScopes {
 		s := s
@@ -156,16 +192,20 @@ func TestAuthorizationMatrix(t *testing.T) {
 				if got != want {
 					t.Fatalf("%s %s: status %d (%s), want %s: %s", c.method, path, a.status, got, want, a.body)
 				}
-				if got == "401" || got == "403" {
+				byGateway := a.header.Get(answeredBy) == "gateway"
+				if byGateway && (!aws || cl.token == allToken || cl.token == otherToken) {
+					t.Fatalf("the gateway refused a request the API function should have answered: %d %s", a.status, a.body)
+				}
+				if (got == "401" || got == "403") && !byGateway {
 					checkProblem(t, a)
 				}
-				if got == "401" && a.header.Get("WWW-Authenticate") == "" {
+				if got == "401" && !byGateway && a.header.Get("WWW-Authenticate") == "" {
 					t.Errorf("401 without WWW-Authenticate")
 				}
 			})
 		}
 	}
-	t.Logf("authorization matrix: %d routes, %d cases x %d callers = %d requests", len(h.Patterns()), len(cases), len(callers), n)
+	return n
 }
 
 func pick(cond bool, a, b string) string {

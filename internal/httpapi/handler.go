@@ -21,11 +21,19 @@ import (
 // DefaultMaxBody bounds a request body.
 const DefaultMaxBody = 1 << 20
 
+// Authenticator returns the principal a request is authenticated as, or
+// false, which the handler answers with 401. *auth.Authenticator checks the
+// bearer token itself; on AWS the API function trusts what the API Gateway
+// Lambda authorizer decided (internal/authorizer.Gateway).
+type Authenticator interface {
+	AuthenticateRequest(r *http.Request) (*auth.Principal, bool)
+}
+
 // Handler serves the API.
 type Handler struct {
 	Watcher *watcher.Service
 	Eval    *evaluation.Service
-	Auth    *auth.Authenticator
+	Auth    Authenticator
 	Log     *slog.Logger
 	MaxBody int64
 
@@ -79,7 +87,7 @@ func (h *Handler) routes() []route {
 
 // New builds the handler and its routes: the watcher's, and the evaluation
 // loop's when eval is not nil.
-func New(w *watcher.Service, eval *evaluation.Service, a *auth.Authenticator, log *slog.Logger) *Handler {
+func New(w *watcher.Service, eval *evaluation.Service, a Authenticator, log *slog.Logger) *Handler {
 	h := &Handler{Watcher: w, Eval: eval, Auth: a, Log: log, MaxBody: DefaultMaxBody}
 	mux := http.NewServeMux()
 	for _, rt := range h.routes() {
@@ -171,7 +179,7 @@ func Require(ctx context.Context, scope auth.Scope, agentID string) error {
 // authed wraps fn with authentication and a scope check.
 func (h *Handler) authed(scope auth.Scope, fn func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := h.Auth.Authenticate(r.Header.Get("Authorization"))
+		p, ok := h.Auth.AuthenticateRequest(r)
 		if !ok {
 			writeError(w, r, h.Log, errs.E(errs.Unauthorized, "a valid bearer token is required"))
 			return
