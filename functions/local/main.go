@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -99,7 +100,14 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{Create: true})
+		// The stream poller keeps its position under -data, as the event
+		// source mapping keeps its checkpoint, so a restart resumes rather
+		// than replays the whole stream.
+		if err := os.MkdirAll(*data, 0o700); err != nil {
+			return err
+		}
+		checkpoint := filepath.Join(*data, "stream-"+*table+".checkpoint.json")
+		local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{Create: true, Checkpoint: checkpoint})
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,10 @@ type LocalOptions struct {
 	PauseFeed bool
 	// Create makes the table and the schedule group if they are missing.
 	Create bool
+	// Checkpoint is the file the stream poller keeps its position in (see
+	// dynamo.StreamOptions.Checkpoint); empty keeps it in memory, so a
+	// restart reads the stream again from its oldest record.
+	Checkpoint string
 }
 
 // Local runs what AWS runs around the functions, against an emulator:
@@ -61,7 +65,7 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		cancel()
 		return nil, fmt.Errorf("stream of table %s: %w", rt.Config.Table, err)
 	}
-	l.reader = dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{PollInterval: opt.PollInterval})
+	l.reader = dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{PollInterval: opt.PollInterval, Checkpoint: opt.Checkpoint})
 	if !opt.PauseFeed {
 		l.wg.Add(1)
 		go func() {

@@ -2,8 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -280,13 +282,29 @@ type StreamOptions struct {
 	// DynamoDB may answer empty pages before the records of a shard, so a
 	// poller that must not lag may raise it, at one call per empty page.
 	EmptyPolls int
+	// Checkpoint, when not empty, is a file in which AckFeed records the
+	// acknowledged position and from which NewStreamReader resumes, as a
+	// Lambda event source mapping keeps its checkpoint: a restarted reader
+	// reads again only what was read but not acknowledged. A missing,
+	// unreadable or malformed file, or one written for another stream, is
+	// ignored: the reader then starts at the oldest retained record, which
+	// replays rather than skips.
+	Checkpoint string
+}
+
+// checkpoint is the content of StreamOptions.Checkpoint.
+type checkpoint struct {
+	StreamARN string            `json:"streamArn"`
+	Acked     string            `json:"acked"`
+	Pos       map[string]string `json:"pos"`
 }
 
 // StreamReader reads a table's DynamoDB stream (DescribeStream,
 // GetShardIterator, GetRecords) and hands out store.Changes. It implements
 // store.FeedReader for a single consumer: the acknowledged position is kept
-// in memory only, so a new StreamReader starts again at the oldest record
-// the stream retains (TRIM_HORIZON). It is safe for concurrent use, though
+// in memory (and in StreamOptions.Checkpoint when set); without a
+// checkpoint a new StreamReader starts again at the oldest record the
+// stream retains (TRIM_HORIZON). It is safe for concurrent use, though
 // ReadFeed and AckFeed calls are serialized.
 type StreamReader struct {
 	client *dynamodbstreams.Client
@@ -310,7 +328,8 @@ type readMark struct{ shard, seq string }
 var _ store.FeedReader = (*StreamReader)(nil)
 
 // NewStreamReader returns a reader of the stream streamARN (see StreamARN),
-// positioned before its oldest retained record. It makes no call.
+// positioned at its checkpoint, or before its oldest retained record. It
+// makes no call.
 func NewStreamReader(client *dynamodbstreams.Client, streamARN string, opts StreamOptions) *StreamReader {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
@@ -318,7 +337,7 @@ func NewStreamReader(client *dynamodbstreams.Client, streamARN string, opts Stre
 	if opts.EmptyPolls <= 0 {
 		opts.EmptyPolls = 1
 	}
-	return &StreamReader{
+	r := &StreamReader{
 		client: client,
 		arn:    streamARN,
 		opts:   opts,
@@ -327,6 +346,37 @@ func NewStreamReader(client *dynamodbstreams.Client, streamARN string, opts Stre
 		signal: make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 	}
+	if opts.Checkpoint != "" {
+		var cp checkpoint
+		if b, err := os.ReadFile(opts.Checkpoint); err == nil && json.Unmarshal(b, &cp) == nil &&
+			cp.StreamARN == streamARN && (cp.Acked == "" || isDecimal(cp.Acked)) {
+			r.acked = cp.Acked
+			for shard, seq := range cp.Pos {
+				if isDecimal(seq) {
+					r.pos[shard] = seq
+				}
+			}
+		}
+	}
+	return r
+}
+
+// saveCheckpoint writes the acknowledged position to the checkpoint file
+// (a new file renamed over the old, so a crash leaves one or the other).
+// The caller holds r.mu.
+func (r *StreamReader) saveCheckpoint() error {
+	b, err := json.Marshal(checkpoint{StreamARN: r.arn, Acked: r.acked, Pos: r.pos})
+	if err != nil {
+		return err
+	}
+	tmp := r.opts.Checkpoint + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("dynamo: stream checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, r.opts.Checkpoint); err != nil {
+		return fmt.Errorf("dynamo: stream checkpoint: %w", err)
+	}
+	return nil
 }
 
 // Close stops FeedSignal's ticker. Closing again is a no-op; it always
@@ -560,13 +610,15 @@ func (r *StreamReader) iterator(ctx context.Context, shard, seq string) (*string
 	return out.ShardIterator, nil
 }
 
-// AckFeed acknowledges every change with Seq <= upTo, in memory: later
-// ReadFeeds skip them, and read each shard from the last acknowledged record
-// that an earlier ReadFeed returned from it. Acknowledging an acknowledged
-// (or earlier) position is a no-op. It makes no call.
+// AckFeed acknowledges every change with Seq <= upTo, in memory (and in the
+// checkpoint file when there is one): later ReadFeeds skip them, and read
+// each shard from the last acknowledged record that an earlier ReadFeed
+// returned from it. Acknowledging an acknowledged (or earlier) position is
+// a no-op. It makes no call.
 //
 // It returns an error wrapping store.ErrInvalid when upTo is not a decimal
-// sequence number, ErrClosed after Close, and ctx.Err() when ctx is done.
+// sequence number, ErrClosed after Close, ctx.Err() when ctx is done, and
+// the error of writing the checkpoint file.
 func (r *StreamReader) AckFeed(ctx context.Context, upTo string) error {
 	if !isDecimal(upTo) || len(upTo) > 64 {
 		return invalidf("malformed feed sequence %q", upTo)
@@ -586,6 +638,9 @@ func (r *StreamReader) AckFeed(ctx context.Context, upTo string) error {
 		if !seqLess(upTo, m.seq) && seqLess(r.pos[m.shard], m.seq) {
 			r.pos[m.shard] = m.seq
 		}
+	}
+	if r.opts.Checkpoint != "" {
+		return r.saveCheckpoint()
 	}
 	return nil
 }

@@ -17,9 +17,11 @@
 // runs the server with -aws-endpoint, a table and a schedule group of its
 // own instead of -data: the server then polls the table's stream and fires
 // due schedules itself, so each kill -9 also kills the stream poller and the
-// clock between a commit and its delivery. After each restart the stream is
-// read again from TRIM_HORIZON, so processing is replayed; the checks are
-// the same and require that replay to be harmless.
+// clock between a commit and its delivery. After each restart the stream
+// poller resumes from its checkpoint (kept under the work directory, as the
+// event source mapping keeps its own), so what it had read but not finished
+// when it was killed is processed again; the checks are the same and
+// require that replay to be harmless.
 //
 // It builds functions/local once, starts it with -data and -tokens, and
 // each round runs -workers concurrent clients for a random 0.5-2 s, then
@@ -268,7 +270,8 @@ type backend struct {
 
 func (b backend) args() []string {
 	if b.endpoint != "" {
-		return []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group}
+		// -data holds the stream poller's checkpoint in the AWS mode.
+		return []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group, "-data", b.data}
 	}
 	return []string{"-data", b.data}
 }
@@ -422,8 +425,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if cfg.Budget <= 0 {
 		switch {
 		case cfg.AWS && cfg.Short:
-			// moto answers a few operations per second under this load,
-			// slower as each restart replays a longer stream.
+			// moto is slow, and slower as its table grows.
 			cfg.Budget = 25 * time.Second
 		case cfg.AWS:
 			cfg.Budget = 5 * time.Minute
@@ -470,7 +472,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("the emulator is at %q, not on 127.0.0.1", ep)
 		}
 		uniq := fmt.Sprintf("%x-%x", uint32(cfg.Seed), uint32(time.Now().UnixNano()))
-		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq}
+		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq, data: data}
 		data = be.String()
 	}
 	bin := cfg.Bin
