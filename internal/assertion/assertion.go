@@ -13,6 +13,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
+	"github.com/expr-lang/expr/vm/runtime"
 )
 
 // Limits of an assertion's source.
@@ -23,6 +24,13 @@ const (
 	// expr's parser before any rewriting.
 	MaxNodes = 512
 )
+
+// MaxValueLen is the longest string, in bytes, that an assertion may build
+// with +. A concatenation whose result would be longer fails with a
+// TooLarge *EvalError, so that what an evaluation copies is bounded
+// whatever the OUTCOME data: at most MaxNodes concatenations of at most
+// MaxValueLen bytes each.
+const MaxValueLen = 64 << 10
 
 // Program is a compiled assertion. It is immutable and safe for concurrent
 // use; compile it once and evaluate it against many Envs.
@@ -62,6 +70,7 @@ const (
 	NoWatcher          EvalErrorKind = "no_watcher"          // a watcher function without a Watcher
 	TypeMismatch       EvalErrorKind = "type_mismatch"       // an operation on values of the wrong type
 	NotBoolean         EvalErrorKind = "not_boolean"         // the result is not a boolean
+	TooLarge           EvalErrorKind = "too_large"           // a concatenation longer than MaxValueLen
 )
 
 // EvalError is the only error type Eval returns. Message is a complete
@@ -104,7 +113,7 @@ func Compile(src string) (p *Program, err error) {
 		expr.DisableAllBuiltins(),
 		expr.MaxNodes(MaxNodes),
 	}, predicateOverrides...)
-	opts = append(opts, expr.Patch(calls), expr.Patch(names))
+	opts = append(opts, expr.Patch(calls), expr.Patch(names), expr.Patch(addRewriter{}))
 	prog, cerr := expr.Compile(normalizeKeywords(src), opts...)
 	// The rewriters' own errors come first: expr type-checks before and
 	// between patches, and its messages about names we have not rewritten
@@ -221,9 +230,9 @@ var vmPool = sync.Pool{New: func() any { return new(vm.VM) }}
 // Eval evaluates the program against env (nil means an empty execution).
 // It returns the boolean result, or an *EvalError when a variable,
 // observation, expectation or watcher is missing, an operation meets values
-// of the wrong type, or the result is not a boolean. Eval never panics and
-// does not allocate on the success path beyond what the assertion's own
-// operations need.
+// of the wrong type, a concatenation would be longer than MaxValueLen, or
+// the result is not a boolean. Eval never panics and does not allocate on
+// the success path beyond what the assertion's own operations need.
 func (p *Program) Eval(env *Env) (result bool, err error) {
 	if p == nil || p.prog == nil {
 		return false, &EvalError{Kind: TypeMismatch, Message: "assertion is not compiled"}
@@ -472,6 +481,91 @@ func (r *nameRewriter) Visit(node *ast.Node) {
 		Callee:    &ast.IdentifierNode{Value: fnVar},
 		Arguments: []ast.Node{&ast.StringNode{Value: id.Value}},
 	})
+}
+
+// addRewriter is the third patch: it bounds concatenation. Every + that can
+// meet two strings at run time (each operand is a string or of a type
+// unknown until then) becomes a call of a function that refuses a result
+// longer than MaxValueLen and otherwise adds as expr's own + does
+// (runtime.Add). A + with an operand the checker knows to be a number, a
+// boolean, nil, an array or a map is left alone: it cannot concatenate
+// (expr's + does not join arrays), it keeps its own instruction, and the
+// checker reports its type errors as before. The patch runs after the other
+// two, so the checker has typed the rewritten tree (an OUTCOME variable is
+// of unknown type). The functions have the types expr gives the + itself:
+// (string, string) string for two known strings, (any, any) any otherwise,
+// so the checker's verdicts on the expression around the + are unchanged.
+type addRewriter struct{}
+
+// Visit rewrites a + that may concatenate.
+func (addRewriter) Visit(node *ast.Node) {
+	n, ok := (*node).(*ast.BinaryNode)
+	if !ok || n.Operator != "+" || !maybeString(n.Left) || !maybeString(n.Right) {
+		return
+	}
+	if _, ok := n.Left.(*ast.StringNode); ok {
+		if _, ok := n.Right.(*ast.StringNode); ok {
+			return // two literals: expr folds them at compile time
+		}
+	}
+	fn := fnAdd
+	if isString(n.Left) && isString(n.Right) {
+		fn = fnConcat
+	}
+	replace(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: []ast.Node{n.Left, n.Right}})
+}
+
+// isString reports whether the checker typed n as a string, or n is a call
+// of fnConcat made by this patch (not typed yet: giving the call a type
+// would make the checker skip its callee and arguments).
+func isString(n ast.Node) bool {
+	if c, ok := n.(*ast.CallNode); ok {
+		if id, ok := c.Callee.(*ast.IdentifierNode); ok && id.Value == fnConcat {
+			return true
+		}
+	}
+	t := n.Nature().Type
+	return t != nil && t.Kind() == reflect.String
+}
+
+// maybeString reports whether n may be a string at run time: the checker
+// typed it as a string, as an empty interface, or could not type it (nil
+// is typed apart and is not a string).
+func maybeString(n ast.Node) bool {
+	nt := n.Nature()
+	if nt.Type == nil {
+		return !nt.Nil
+	}
+	switch nt.Type.Kind() {
+	case reflect.String:
+		return true
+	case reflect.Interface:
+		return nt.Type.NumMethod() == 0
+	}
+	return false
+}
+
+// boundedAdd is the + of operands that may be strings: expr's own addition
+// (runtime.Add, whose panics the VM turns into errors as for +), except
+// that two strings whose concatenation would be longer than MaxValueLen
+// panic with a TooLarge *EvalError.
+func boundedAdd(a, b any) any {
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok {
+			return boundedConcat(x, y)
+		}
+	}
+	return runtime.Add(a, b)
+}
+
+// boundedConcat is the + of two operands known to be strings.
+func boundedConcat(x, y string) string {
+	if n := len(x) + len(y); n > MaxValueLen {
+		panic(&EvalError{Kind: TooLarge, Message: fmt.Sprintf(
+			"a concatenation in the assertion would make a string of %d bytes, longer than the limit of %d bytes (%d KiB) on concatenated strings",
+			n, MaxValueLen, MaxValueLen>>10)})
+	}
+	return x + y
 }
 
 // replace swaps *node for n, keeping the source location for messages.

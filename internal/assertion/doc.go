@@ -39,9 +39,23 @@
 // names that begin with "__" or "$" are reserved too.
 //
 // A missing variable, a missing observation, a watcher function without a
-// watcher, a type error at run time or a result that is not a boolean makes
-// Eval return an *EvalError whose message names what is missing or wrong;
-// the grader marks the criterion ERROR and scores it 0.
+// watcher, a type error at run time, a concatenation longer than the limit
+// below or a result that is not a boolean makes Eval return an *EvalError
+// whose message names what is missing or wrong; the grader marks the
+// criterion ERROR and scores it 0.
+//
+// # Limits
+//
+// A source is at most MaxSourceLen bytes and MaxNodes syntax nodes, and the
+// language has no loops, so evaluation takes at most one step per node. A
+// + that would join two strings into more than MaxValueLen bytes (64 KiB)
+// fails with a TooLarge *EvalError instead (expr's + does not join arrays,
+// and no other operation builds a value larger than its operands). So no
+// step builds more than MaxValueLen bytes or reads more than the OUTCOME
+// data (a comparison, contains, in), and the cost of an evaluation is
+// bounded by MaxNodes times that, instead of growing as the number of
+// concatenations squared times the data. A variable may be longer than
+// MaxValueLen; it just cannot be concatenated.
 //
 // # Implementation and why expr-lang
 //
@@ -50,7 +64,12 @@
 // byte offset, so error columns stay right), then, while expr type-checks,
 // rewrites the syntax tree: an unknown call f(a, b) becomes __obs("f", a, b),
 // an unknown name x becomes __var("x"), and the built-ins become calls of
-// typed functions. The program is compiled against a map environment, so at
+// typed functions; last, a + whose operands may both be strings (known
+// strings or values of unknown type, such as variables) becomes a call of a
+// function that enforces MaxValueLen and otherwise adds exactly as expr's +
+// (runtime.Add), while a + with a known number, boolean, nil or array
+// operand keeps expr's own instruction and compile-time type errors. The
+// program is compiled against a map environment, so at
 // run time every built-in value and function is a single map load (expr's
 // OpLoadFast) and the typed functions use expr's reflection-free call paths.
 // Eval runs the shared, immutable program on a pooled virtual machine; an
@@ -67,5 +86,6 @@
 // its VM evaluates these assertions in a few hundred nanoseconds with no
 // allocation on the success path. CEL's strengths (cost estimation, a
 // standard spec) matter less here because sources are bounded to 4 KiB and
-// MaxNodes, and the language has no loops.
+// MaxNodes, the language has no loops, and concatenations are bounded to
+// MaxValueLen.
 package assertion

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Trajectory summarises the execution events of one plan for the built-in
@@ -185,6 +186,8 @@ const (
 	fnToolCount  = "__tool_count"
 	fnExpState   = "__expectation_state"
 	fnLapseCount = "__lapse_count"
+	fnAdd        = "__add"    // a + that may concatenate: (any, any) any
+	fnConcat     = "__concat" // a + of two strings: (string, string) string
 )
 
 // builtinValues are the bare names that are not OUTCOME variables.
@@ -218,6 +221,8 @@ var prototypeEnv = map[string]any{
 	fnToolCount:        func(any) int { return 0 },
 	fnExpState:         func(any) string { return "" },
 	fnLapseCount:       func(any) int { return 0 },
+	fnAdd:              boundedAdd,
+	fnConcat:           boundedConcat,
 }
 
 // exprEnv returns the expr environment of e; its functions panic with an
@@ -228,6 +233,8 @@ func (e *Env) exprEnv() map[string]any {
 		"escalation_count": e.traj.EscalationCount,
 		"error_count":      e.traj.ErrorCount,
 		"duration_seconds": e.traj.DurationSeconds(),
+		fnAdd:              boundedAdd,
+		fnConcat:           boundedConcat,
 		fnVar: func(name any) any {
 			s, _ := name.(string)
 			v, ok := e.vars[s]
@@ -477,6 +484,21 @@ type recorder struct {
 }
 
 func (r *recorder) add(what string, v any) {
+	// A name (or a call with its arguments) reads the same value every time
+	// within one evaluation: record it once, and encode only as much of a
+	// long string as the trace keeps, so tracing costs no more than
+	// evaluating.
+	if r.seen["\x00"+what] {
+		return
+	}
+	r.seen["\x00"+what] = true
+	if str, ok := v.(string); ok && len(str) > 256 {
+		cut := 256
+		for cut > 0 && !utf8.RuneStart(str[cut]) {
+			cut--
+		}
+		v = str[:cut]
+	}
 	j, err := json.Marshal(normalize(v))
 	s := what + "=" + string(j)
 	if err != nil {

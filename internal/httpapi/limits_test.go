@@ -295,8 +295,8 @@ func limAssertionOfNodes(n int) string {
 // concatAssertion is a costly but legal assertion of exactly
 // assertion.MaxNodes nodes: 255 copies of the variable v concatenated,
 // compared and negated.
-func limConcatAssertion() string {
-	return "!(v" + strings.Repeat(" + v", 254) + " == '')"
+func limConcatAssertion(v string) string {
+	return "!(" + v + strings.Repeat(" + "+v, 254) + " == '')"
 }
 
 // nested returns depth levels of nested arrays.
@@ -1146,11 +1146,13 @@ func TestLimitsStoredRecordBound(t *testing.T) {
 // TestLimitsCostlyAssertionIsBounded evaluates a legal assertion of
 // exactly assertion.MaxNodes nodes built for cost: 255 concatenations of an
 // OUTCOME variable. The language has no loops, so evaluation takes at most
-// one VM step per node and VERIFY arrives promptly. (What is not bounded
-// beyond that is the data: the bytes copied grow as the number of
-// concatenations squared times the variable's size.)
+// one VM step per node, and a concatenation longer than
+// assertion.MaxValueLen fails, so no step copies more than that: over a
+// variable of 128 KiB the criterion is ERROR at the first concatenation,
+// with evidence naming the limit, while the same assertion over a variable
+// of 256 bytes (255 × 256 bytes, within the limit) passes.
 func TestLimitsCostlyAssertionIsBounded(t *testing.T) {
-	src := limConcatAssertion()
+	src := limConcatAssertion("v")
 	if _, err := assertion.Compile(src); err != nil {
 		t.Fatalf("the costly assertion does not compile: %v", err)
 	}
@@ -1158,19 +1160,30 @@ func TestLimitsCostlyAssertionIsBounded(t *testing.T) {
 	if _, err := assertion.Compile(over); err == nil || !strings.Contains(err.Error(), "maximum allowed nodes") {
 		t.Fatalf("an assertion of %d nodes: err %v, want the node bound", assertion.MaxNodes+1, err)
 	}
+	const small = 256
+	if 255*small > assertion.MaxValueLen || 2*(128<<10) <= assertion.MaxValueLen {
+		t.Fatalf("the variables' sizes do not straddle MaxValueLen = %d", assertion.MaxValueLen)
+	}
 	ap := startApp(t)
 	l := &limitEnv{t: t, h: ap.Handler, agent: agent, vars: map[string]string{}}
-	l.declare("ant-cost", "plan-cost", limOutcomeCriteria(limDetCriterion("oc-1", src)))
-	l.must(202, limPostJSON("/v1/executions/plan-cost/events", limEvent("ev-1", "OUTCOME", map[string]any{"variables": map[string]any{"v": strings.Repeat("x", 8<<10)}})))
-	start := time.Now()
+	l.declare("ant-cost", "plan-cost", limOutcomeCriteria(limDetCriterion("oc-1", src), limDetCriterion("oc-2", limConcatAssertion("w"))))
+	l.must(202, limPostJSON("/v1/executions/plan-cost/events", limEvent("ev-1", "OUTCOME", map[string]any{"variables": map[string]any{
+		"v": strings.Repeat("x", 128<<10), "w": strings.Repeat("x", small)}})))
 	l.must(202, limPostJSON("/v1/executions/plan-cost/events", limEvent("ev-2", "PLAN_COMPLETE", nil)))
 	v := l.verification("ant-cost")
-	took := time.Since(start)
-	t.Logf("VERIFY of a %d-node assertion over an 8 KiB variable took %v", assertion.MaxNodes, took)
-	if len(v.Results) != 1 || v.Results[0].Status != anticipate.StatusPass {
-		t.Errorf("results %+v, want oc-1 PASS", v.Results)
+	byID := map[string]anticipate.Result{}
+	for _, r := range v.Results {
+		byID[r.CriterionID] = r
 	}
-	if took > 20*time.Second {
-		t.Errorf("VERIFY took %v", took)
+	if r := byID["oc-1"]; r.Status != anticipate.StatusErrored ||
+		!strings.Contains(r.Evidence, fmt.Sprintf("limit of %d bytes", assertion.MaxValueLen)) {
+		t.Errorf("oc-1 = %s %q, want %s with evidence naming the limit of %d bytes",
+			r.Status, r.Evidence, anticipate.StatusErrored, assertion.MaxValueLen)
+	}
+	if r := byID["oc-2"]; r.Status != anticipate.StatusPass {
+		t.Errorf("oc-2 = %s %q, want %s", r.Status, r.Evidence, anticipate.StatusPass)
+	}
+	if len(v.Results) != 2 {
+		t.Errorf("results %+v, want oc-1 and oc-2", v.Results)
 	}
 }
