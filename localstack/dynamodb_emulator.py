@@ -6,9 +6,9 @@ It differs from `moto_server` in these ways, which the tests rely on:
 
   * Requests are served one at a time (a lock around the WSGI app). moto's
     backends are not thread-safe: a conditional write checks and then writes
-    without a lock, and a failed TransactWriteItems restores a deep copy of
-    the table, which could drop a concurrent write. Serializing makes every
-    request atomic, as DynamoDB's conditional writes are.
+    without a lock, and a failed TransactWriteItems puts back what it changed,
+    which could drop a concurrent write. Serializing makes every request
+    atomic, as DynamoDB's conditional writes are.
   * --port 0 binds a free port, and the bound endpoint is printed on stdout
     as one line "READY http://127.0.0.1:PORT" once the socket listens.
   * --exit-on-stdin-eof exits when standard input closes, so an emulator
@@ -19,9 +19,21 @@ It differs from `moto_server` in these ways, which the tests rely on:
 
 Request logging is off; errors still go to stderr. The package directory
 listing that moto repeats on every request is cached (cache_module_list).
+
+Two costs of moto that grow with the table are removed, with the same
+results (a long campaign otherwise slows to a few requests a second):
+
+  * TransactWriteItems deep-copied each table it writes, items and stream
+    records included, once per action, to restore it if the transaction
+    fails. Only the touched items are copied now (patch_transactions).
+  * Query scanned and sorted the whole table for each call. It now reads
+    only the items of the queried partition: of the table, or of a
+    secondary index through an index kept up to date on every write
+    (patch_query_partitions).
 """
 
 import argparse
+import copy
 import ipaddress
 import os
 import signal
@@ -69,6 +81,434 @@ def patch_update_stream():
     Table.put_item = patched_put_item
 
 
+def _current_item(table, hash_key, range_key):
+    """The stored item of a primary key, or None; reads table.items without
+    creating the empty per-hash dict that moto's defaultdict would add."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    stored = dict.get(table.items, hash_key)
+    if table.range_key_attr is not None:
+        if range_key is None or not isinstance(stored, dict):
+            return None
+        stored = stored.get(range_key)
+    return stored if isinstance(stored, Item) else None
+
+
+def _request_key(table, key):
+    """The primary key (hash, range or None) that moto's update_item and
+    delete_item address for a request's Key, or None when moto would not
+    find one (it then fails without writing)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    if not isinstance(key, dict) or table.hash_key_attr not in key:
+        return None
+    hash_key = DynamoType(key[table.hash_key_attr])
+    range_key = None
+    if table.range_key_attr is not None:
+        if table.range_key_attr not in key:
+            return None
+        range_key = DynamoType(key[table.range_key_attr])
+    pk = (hash_key, range_key)
+    hash(pk)
+    return pk
+
+
+def _transaction_keys(backend, transact_items):
+    """[(table, primary key)] of the actions of a TransactWriteItems, each
+    once, or None when one cannot be read the way moto reads it (the
+    request is malformed; moto's own path then handles it)."""
+    from moto.dynamodb.exceptions import ResourceNotFoundException
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    if not isinstance(transact_items, list):
+        return None
+    keys = {}
+    for action in transact_items:
+        if not isinstance(action, dict) or len(action) != 1:
+            # moto rejects the request at this action without applying it.
+            continue
+        op_type, op = next(iter(action.items()))
+        if op_type not in ("Put", "Delete", "Update", "ConditionCheck"):
+            continue  # moto records an error for it and applies nothing
+        try:
+            table = backend.get_table(op["TableName"])
+        except ResourceNotFoundException:
+            continue  # moto records an error for it and applies nothing
+        except Exception:
+            return None
+        try:
+            if op_type == "Put":
+                attrs = op["Item"]
+                pk = (
+                    DynamoType(attrs[table.hash_key_attr]),
+                    DynamoType(attrs[table.range_key_attr])
+                    if table.range_key_attr is not None
+                    else None,
+                )
+                hash(pk)
+            else:
+                pk = _request_key(table, op["Key"])
+        except Exception:
+            return None
+        if pk is None:
+            return None
+        keys.setdefault((id(table), pk), (table, pk))
+    return list(keys.values())
+
+
+def patch_transactions():
+    """Roll a failed TransactWriteItems back from copies of the items it
+    touches instead of copies of whole tables.
+
+    moto deep-copies every table named in the transaction, once per action,
+    before applying any (all items and all stream records: the cost grows
+    with the table), and on failure puts the copies in place of the tables.
+    Here the items at the keys of the actions are deep-copied (update_item
+    changes the stored item in place) and the length of each stream shard's
+    record list noted; moto's own code then runs with its table copy
+    replaced by the table itself, so that its restore is a no-op. If it
+    raises, the items are put back (no stream record) and the records it
+    added are dropped, then the error propagates. A transaction that
+    succeeds runs exactly moto's code. A rejected one now also undoes the
+    actions before an invalid action (moto does not), as DynamoDB applies
+    none. Requests unlike DynamoDB's, and tables with Lambda event source
+    mappings (whose shards moto may empty), take moto's original path."""
+    from moto.dynamodb import models
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    transact_write_items = DynamoDBBackend.transact_write_items
+    real_copy = models.copy
+
+    class TableKeepingCopy:
+        """The copy module as moto.dynamodb.models sees it during a
+        transaction: deepcopy returns a Table itself."""
+
+        def __getattr__(self, name):
+            return getattr(real_copy, name)
+
+        @staticmethod
+        def deepcopy(x, *args, **kwargs):
+            if isinstance(x, Table):
+                return x
+            return real_copy.deepcopy(x, *args, **kwargs)
+
+    table_keeping_copy = TableKeepingCopy()
+
+    def patched_transact_write_items(self, transact_items, *args, **kwargs):
+        keys = _transaction_keys(self, transact_items)
+        if keys is None or any(t.lambda_event_source_mappings for t, _ in keys):
+            return transact_write_items(self, transact_items, *args, **kwargs)
+        saved_items = [
+            (
+                table,
+                pk,
+                copy.deepcopy(_current_item(table, *pk)),
+                dict.__contains__(table.items, pk[0]),
+            )
+            for table, pk in keys
+        ]
+        saved_shards = {}
+        for table, _ in keys:
+            shard = table.stream_shard
+            if shard is not None:
+                saved_shards[id(table)] = (table, shard, shard.items, len(shard.items))
+        models.copy = table_keeping_copy
+        try:
+            return transact_write_items(self, transact_items, *args, **kwargs)
+        except BaseException:
+            for table, (hash_key, range_key), item, had_hash in saved_items:
+                if table.range_key_attr is None:
+                    if item is None:
+                        table.items.pop(hash_key, None)
+                    else:
+                        table.items[hash_key] = item
+                    continue
+                if range_key is None:
+                    continue
+                stored = dict.get(table.items, hash_key)
+                if item is not None:
+                    if not isinstance(stored, dict):
+                        stored = table.items[hash_key] = {}
+                    stored[range_key] = item
+                elif isinstance(stored, dict):
+                    stored.pop(range_key, None)
+                    if not stored and not had_hash:
+                        del table.items[hash_key]
+            for table, shard, records, length in saved_shards.values():
+                if table.stream_shard is shard and shard.items is records:
+                    del records[length:]
+            raise
+        finally:
+            models.copy = real_copy
+
+    DynamoDBBackend.transact_write_items = patched_transact_write_items
+
+
+class _Partitions:
+    """For one Table object: (index, value of its hash key) -> primary keys
+    of the items that have that value, for the indexes with one hash key
+    attribute. An item whose value cannot be hashed (not a scalar) is listed
+    under every value of that index (moto compares it itself)."""
+
+    ODD = object()
+
+    def __init__(self, table, signature):
+        self.signature = signature
+        self.attrs = signature[2]
+        self.parts = {name: {} for name, _ in self.attrs}
+        self.odd = {name: set() for name, _ in self.attrs}
+        self.where = {}
+        for stored in table.items.values():
+            items = stored.values() if table.range_key_attr is not None else [stored]
+            for item in items:
+                self.add((item.hash_key, item.range_key), item)
+
+    def __deepcopy__(self, memo):
+        # A copied table (a backup, a restored table) builds its own.
+        return None
+
+    def __copy__(self):
+        return None
+
+    @staticmethod
+    def signature_of(table):
+        attrs = {}
+        for index in table.all_indexes():
+            hashes = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
+            # moto resolves an index name to the last index of that name.
+            attrs.pop(index.name, None)
+            if len(hashes) == 1:
+                attrs[index.name] = hashes[0]
+        return (table.hash_key_attr, table.range_key_attr, tuple(attrs.items()))
+
+    def add(self, pk, item):
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        entries = []
+        for name, attr in self.attrs:
+            value = item.attrs.get(attr)
+            if value is None:
+                continue
+            try:
+                # A copy: the stored value may be changed in place later.
+                value = DynamoType(value)
+                hash(value)
+            except Exception:
+                self.odd[name].add(pk)
+                entries.append((name, self.ODD))
+                continue
+            self.parts[name].setdefault(value, set()).add(pk)
+            entries.append((name, value))
+        if entries:
+            self.where[pk] = tuple(entries)
+
+    def refresh(self, table, pk):
+        for name, value in self.where.pop(pk, ()):
+            if value is self.ODD:
+                self.odd[name].discard(pk)
+                continue
+            pks = self.parts[name].get(value)
+            if pks is not None:
+                pks.discard(pk)
+                if not pks:
+                    del self.parts[name][value]
+        item = _current_item(table, *pk)
+        if item is not None:
+            self.add(pk, item)
+
+
+_PARTITIONS = "_clockwork_partitions"
+
+
+def _sort_like_all_items(items):
+    # The key of moto's Table.all_items.
+    return sorted(
+        items,
+        key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key,
+    )
+
+
+def _touched(table, key_of):
+    """Update the partitions of table, if built, for the key key_of()
+    returns; drop them (rebuilt at the next index query) if there is no such
+    key (a malformed request) or the update fails."""
+    if table.__dict__.get(_PARTITIONS) is None:
+        return
+    try:
+        pk = key_of()
+        if pk is not None:
+            table.__dict__[_PARTITIONS].refresh(table, pk)
+            return
+    except Exception:
+        pass
+    table.__dict__[_PARTITIONS] = None
+
+
+def patch_query_partitions():
+    """Let Query read only the queried partition instead of the whole table.
+
+    moto's Table.query takes its candidates from all_items(), which lists
+    and sorts every item of the table, then keeps those whose hash key
+    matches. During a query whose partition is known, all_items() here
+    returns only that partition's items, in the same order, and moto's own
+    code does the rest (it still checks every key condition), so answers
+    are unchanged:
+
+      * on the table, the items under the hash key in table.items;
+      * on a secondary index with one hash key attribute, queried with
+        that attribute equal to a value, the items listed for that value in
+        a _Partitions kept on the Table object. It is built at the first
+        such query and updated for the written key after every write, even
+        a failed one: Table.put_item and Table.delete_item (PutItem,
+        BatchWriteItem, PartiQL, the placeholder of an UpdateItem),
+        update_item (changes the stored item in place) and
+        transact_write_items (after its rollback). It is rebuilt when the
+        table's indexes change; a new table (created, restored, re-created
+        under the same name) starts without one, and a deleted table's is
+        dropped.
+
+    Anything else (no hash key value, an index with several hash key
+    attributes, a value that cannot be hashed) takes moto's path."""
+    import inspect
+
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+    from moto.dynamodb.models.table import Table
+
+    query = Table.query
+    query_signature = inspect.signature(query)
+    put_item = Table.put_item
+    delete_item = Table.delete_item
+    update_item = DynamoDBBackend.update_item
+    transact_write_items = DynamoDBBackend.transact_write_items
+    delete_table = DynamoDBBackend.delete_table
+
+    def partitions(table):
+        signature = _Partitions.signature_of(table)
+        built = table.__dict__.get(_PARTITIONS)
+        if built is None or built.signature != signature:
+            built = table.__dict__[_PARTITIONS] = _Partitions(table, signature)
+        return built
+
+    def candidates(table, args, kwargs):
+        """The items of the queried partition in all_items() order, or None
+        to take moto's path."""
+        arguments = query_signature.bind(table, *args, **kwargs).arguments
+        index_name = arguments.get("index_name")
+        if not index_name:
+            hash_key = arguments.get("hash_key")
+            if not isinstance(hash_key, DynamoType):
+                return None
+            stored = dict.get(table.items, hash_key)
+            if table.range_key_attr is not None:
+                items = list(stored.values()) if isinstance(stored, dict) else []
+            else:
+                items = [stored] if isinstance(stored, Item) else []
+            return _sort_like_all_items(items)
+        built = partitions(table)
+        attr = dict(built.attrs).get(index_name)
+        if attr is None:
+            return None
+        # moto keeps the last condition of a name.
+        conditions = dict(arguments.get("hash_key_conditions") or [])
+        value = conditions.get(attr)
+        if not isinstance(value, DynamoType):
+            return None
+        pks = set(built.parts[index_name].get(value, ()))
+        pks |= built.odd[index_name]
+        items = []
+        for pk in pks:
+            item = _current_item(table, *pk)
+            if item is None:
+                # Out of step (cannot happen): rebuild at the next query.
+                table.__dict__[_PARTITIONS] = None
+                return None
+            items.append(item)
+        return _sort_like_all_items(items)
+
+    def patched_query(self, *args, **kwargs):
+        try:
+            items = candidates(self, args, kwargs)
+        except Exception:
+            items = None
+        if items is None:
+            return query(self, *args, **kwargs)
+        self.__dict__["all_items"] = lambda: items
+        try:
+            return query(self, *args, **kwargs)
+        finally:
+            self.__dict__.pop("all_items", None)
+
+    def patched_put_item(self, item_attrs, *args, **kwargs):
+        try:
+            return put_item(self, item_attrs, *args, **kwargs)
+        finally:
+            _touched(
+                self,
+                lambda: _request_key(
+                    self,
+                    {
+                        k: item_attrs[k]
+                        for k in (self.hash_key_attr, self.range_key_attr)
+                        if k is not None and k in item_attrs
+                    },
+                ),
+            )
+
+    def patched_delete_item(self, hash_key, range_key, *args, **kwargs):
+        try:
+            return delete_item(self, hash_key, range_key, *args, **kwargs)
+        finally:
+            _touched(
+                self,
+                lambda: (hash_key, range_key if self.range_key_attr is not None else None),
+            )
+
+    def patched_update_item(self, table_name, key, *args, **kwargs):
+        try:
+            return update_item(self, table_name, key, *args, **kwargs)
+        finally:
+            table = self.tables.get(table_name)
+            if table is None:
+                try:
+                    table = self.get_table(table_name)
+                except Exception:
+                    table = None
+            if table is not None:
+                _touched(table, lambda: _request_key(table, key))
+
+    def patched_transact_write_items(self, transact_items, *args, **kwargs):
+        try:
+            return transact_write_items(self, transact_items, *args, **kwargs)
+        finally:
+            keys = None
+            try:
+                keys = _transaction_keys(self, transact_items)
+            except Exception:
+                pass
+            if keys is None:
+                # Unreadable request: drop the partitions of every table.
+                for table in list(self.tables.values()):
+                    table.__dict__[_PARTITIONS] = None
+            else:
+                for table, pk in keys:
+                    _touched(table, lambda pk=pk: pk)
+
+    def patched_delete_table(self, *args, **kwargs):
+        table = delete_table(self, *args, **kwargs)
+        if isinstance(table, Table):
+            table.__dict__.pop(_PARTITIONS, None)
+        return table
+
+    Table.query = patched_query
+    Table.put_item = patched_put_item
+    Table.delete_item = patched_delete_item
+    DynamoDBBackend.update_item = patched_update_item
+    DynamoDBBackend.transact_write_items = patched_transact_write_items
+    DynamoDBBackend.delete_table = patched_delete_table
+
+
 def cache_module_list():
     """moto's dispatcher lists its package directory on every request
     (backends.list_of_moto_modules); the list never changes, so list once."""
@@ -109,6 +549,8 @@ def main():
             pass
 
     patch_update_stream()
+    patch_transactions()
+    patch_query_partitions()
     cache_module_list()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
