@@ -25,6 +25,10 @@ type LocalOptions struct {
 	PauseFeed bool
 	// Create makes the table and the schedule group if they are missing.
 	Create bool
+	// BatchSize is the most changes the stream poller reads, processes and
+	// acknowledges at a time (default 10, the deployed event source
+	// mapping's batch size), so a crash replays at most one batch.
+	BatchSize int
 	// Checkpoint is the file the stream poller keeps its position in (see
 	// dynamo.StreamOptions.Checkpoint); empty keeps it in memory, so a
 	// restart reads the stream again from its oldest record.
@@ -48,6 +52,9 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 	if opt.PollInterval <= 0 {
 		opt.PollInterval = 250 * time.Millisecond
 	}
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = 10
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Local{cancel: cancel}
 	if opt.Create {
@@ -70,7 +77,7 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			_ = feed.Run(ctx, l.reader, rt, rt.Log)
+			_ = feed.Run(ctx, batches{l.reader, opt.BatchSize}, rt, rt.Log)
 		}()
 	}
 	l.wg.Add(1)
@@ -94,6 +101,17 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		}
 	}()
 	return l, nil
+}
+
+// batches reads at most n changes at a time, as an event source mapping
+// hands its function batches.
+type batches struct {
+	store.FeedReader
+	n int
+}
+
+func (b batches) ReadFeed(ctx context.Context, limit int) ([]store.Change, error) {
+	return b.FeedReader.ReadFeed(ctx, min(limit, b.n))
 }
 
 // Close stops the pollers and waits for them.

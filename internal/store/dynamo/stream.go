@@ -539,9 +539,11 @@ func (r *StreamReader) readShard(ctx context.Context, shard string, limit int) (
 	skipped, last := "", r.pos[shard]
 	empty := 0
 	for iter != nil && len(out) < limit {
+		// Ask for no more than is wanted: a page is read (and, on an
+		// emulator, encoded) whole.
 		page, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{
 			ShardIterator: iter,
-			Limit:         aws.Int32(1000),
+			Limit:         aws.Int32(int32(min(1000, limit-len(out)))),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: get records of shard %s: %w", shard, err)
