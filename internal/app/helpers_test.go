@@ -133,7 +133,7 @@ func (e *testEnv) restartAWS() {
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
-		SigningKey: testSigningKey,
+		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKey: testSigningKey,
 	})
 	if err != nil {
 		e.t.Fatal(err)

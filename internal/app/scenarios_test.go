@@ -27,6 +27,7 @@ var scenarios = []struct {
 	{"WithdrawAndTaskCancel", scenarioWithdrawAndTaskCancel},
 	{"A2AEndpoint", scenarioA2AEndpoint},
 	{"DeliveryRetriesDeadLetterAndReplay", scenarioDeliveryRetriesDeadLetterAndReplay},
+	{"AgentDownSlowThenBack", scenarioAgentDownSlowThenBack},
 	{"KeepsTimeAgentsAreNotSent", scenarioKeepsTimeAgentsAreNotSent},
 	{"OutboundGuardRefusesLoopbackAgents", scenarioOutboundGuardRefusesLoopbackAgents},
 	{"RestartFiresMissedInstantsAndDeliversOnce", scenarioRestartFiresMissedInstantsAndDeliversOnce},

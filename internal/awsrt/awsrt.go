@@ -63,6 +63,9 @@ type Config struct {
 	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
 	Endpoint             string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
 	Stage                string // STAGE
+	// DeliveryTimeout bounds one delivery attempt (zero: the outbox's
+	// default, 10s; tests shorten it).
+	DeliveryTimeout time.Duration
 	// SigningKey signs VERIFY messages (Ed25519); FromEnv reads its hex
 	// seed from the SSM SecureString named by SIGNING_KEY_PARAMETER.
 	SigningKey          ed25519.PrivateKey
@@ -197,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 
 	client := netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client}),
-		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: 10 * time.Second}, cfg.Log)
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },

@@ -246,6 +246,14 @@ func (a *Agent) middleware(next http.Handler) http.Handler {
 		}
 		a.mu.Unlock()
 
+		// Read the body before any delay: only then does the server watch
+		// the connection and cancel the request when the client gives up.
+		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		if err != nil {
+			http.Error(w, "a2atest: read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if delay > 0 {
 			timer := time.NewTimer(delay)
 			select {
@@ -260,12 +268,6 @@ func (a *Agent) middleware(next http.Handler) http.Handler {
 			return
 		}
 
-		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
-		if err != nil {
-			http.Error(w, "a2atest: read body", http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		var env struct {
 			Params struct {
 				Message struct {
