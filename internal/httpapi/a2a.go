@@ -299,6 +299,25 @@ func (h *Handler) a2a(w http.ResponseWriter, r *http.Request) error {
 		if err := c.Err("invalid withdrawal"); err != nil {
 			return err
 		}
+		// An unknown or settled expectation would refuse the withdrawal
+		// after the raise had committed: refuse it first. (An expectation
+		// raised by this same payload is open once raised.)
+		raised := map[string]bool{}
+		for _, e := range raise.Expectations {
+			raised[e.ExpectationID] = true
+		}
+		for _, id := range withdraw {
+			if raised[id] {
+				continue
+			}
+			rec, err := h.Watcher.Get(ctx, agentID, id)
+			if err != nil {
+				return err
+			}
+			if _, _, err := expect.Withdraw(rec, "", h.Watcher.Now()); err != nil {
+				return err
+			}
+		}
 	}
 	res := a2aResult{TaskID: taskID, Raised: []*expect.Record{}, Facts: []factOutcomeJSON{}, Withdrawn: []*expect.Record{}, Canceled: []*expect.Record{}}
 	if len(raise.Expectations) > 0 {
