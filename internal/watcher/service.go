@@ -311,7 +311,7 @@ func (s *Service) List(ctx context.Context, agentID string, f ListFilter) ([]*ex
 		c.Add("state", "must be one of open, satisfied, lapsed, withdrawn")
 	}
 	if f.Limit < 0 || f.Limit > MaxPageSize {
-		c.Add("limit", "must be between 1 and %d", MaxPageSize)
+		c.Add("limit", "must be between 1 and %d (0 or none: 100)", MaxPageSize)
 	}
 	if (f.SubjectID != "") && f.SubjectType == "" {
 		c.Add("subjectType", "is required with subjectId")
