@@ -231,23 +231,23 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	if cfg.Arch == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
 	}
-	common := map[string]string{
+	// The settings of the functions that run the service on the table.
+	tableEnv := map[string]string{
 		"TABLE_NAME":           cfg.Name,
-		"STAGE":                cfg.Stage,
 		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
 	}
-	// function builds one function with its own role and log group; with
-	// the table's settings and item access unless it is the authorizer,
-	// which reads nothing but the tokens.
-	function := func(id, name, desc string, timeout float64, env map[string]string, extra func(*awslambda.FunctionProps)) awslambda.Function {
+	// function builds one function with its own role and log group and
+	// STAGE; a function with table access (api, clock, stream; not the
+	// authorizer, which reads nothing but the tokens) also gets the table's
+	// settings and item actions.
+	function := func(id, name, desc string, timeout float64, tableAccess bool, env map[string]string, extra func(*awslambda.FunctionProps)) awslambda.Function {
 		dir, ok := props.FunctionDirs[name]
 		if !ok {
 			panic(fmt.Sprintf("no build of function %s", name))
 		}
-		usesTable := name != "authorizer"
 		vars := map[string]*string{"STAGE": s(cfg.Stage)}
-		for k, v := range common {
-			if usesTable {
+		if tableAccess {
+			for k, v := range tableEnv {
 				vars[k] = s(v)
 			}
 		}
@@ -284,7 +284,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			extra(p)
 		}
 		fn := awslambda.NewFunction(stack, s(id), p)
-		if !usesTable {
+		if !tableAccess {
 			return fn
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -302,7 +302,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// fall due together (it protects the table and the account's other
 	// functions); throttled events wait in Lambda's async queue.
 	st.Clock = function("ClockFunction", "clock", "Scheduler target: evaluates one instant (due, grace end, horizon) of one expectation",
-		ClockTimeoutS, nil, func(p *awslambda.FunctionProps) {
+		ClockTimeoutS, true, nil, func(p *awslambda.FunctionProps) {
 			if cfg.ClockConcurrency > 0 {
 				p.ReservedConcurrentExecutions = n(float64(cfg.ClockConcurrency))
 			}
@@ -334,7 +334,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// the schedules of the group (passing the scheduler role to Scheduler),
 	// delivers lapse tasks and runs VERIFY.
 	st.Stream = function("StreamFunction", "stream", "DynamoDB Streams consumer: schedules instants, delivers lapse tasks, runs VERIFY",
-		StreamTimeoutS, map[string]string{
+		StreamTimeoutS, true, map[string]string{
 			"SCHEDULE_GROUP":     cfg.Name,
 			"CLOCK_FUNCTION_ARN": *st.Clock.FunctionArn(),
 			"SCHEDULER_ROLE_ARN": *st.SchedulerRole.RoleArn(),
@@ -370,12 +370,12 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})
 	st.Authorizer = function("AuthorizerFunction", "authorizer", "HTTP API Lambda authorizer: authenticates bearer tokens against the hashed tokens in SSM",
-		AuthorizerTimeoutS, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
+		AuthorizerTimeoutS, false, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
 	st.Authorizer.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("ReadTokens"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{tokensArn},
 	}))
 	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
-		APITimeoutS, map[string]string{"TRUST_AUTHORIZER": "true"}, nil)
+		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, nil)
 
 	// The HTTP API: explicit routes, default-route throttling, JSON access
 	// logs (no headers, so no bearer tokens, are logged).

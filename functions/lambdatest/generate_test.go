@@ -317,6 +317,24 @@ type v2HTTP struct {
 	UserAgent string `json:"userAgent"`
 }
 
+// The API the sample requests claim to reach, and their client.
+const (
+	sampleDomain    = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
+	sampleUserAgent = "curl/8.5.0"
+)
+
+// sampleContext is the requestContext API Gateway sends with a sample
+// request (to the API function, with the authorizer's context, or to the
+// authorizer).
+func sampleContext(method, route, path, requestID string, at time.Time, authorizer *v2Authorizer) v2Context {
+	return v2Context{
+		AccountID: "123456789012", APIID: "a1b2c3d4e5", Authorizer: authorizer, DomainName: sampleDomain, DomainPrefix: "a1b2c3d4e5",
+		HTTP:      v2HTTP{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10", UserAgent: sampleUserAgent},
+		RequestID: requestID, RouteKey: method + " " + route,
+		Stage: "$default", Time: at.Format("02/Jan/2006:15:04:05 -0700"), TimeEpoch: at.UnixMilli(),
+	}
+}
+
 // requestTime is the (fixed) time the sample requests claim to be sent.
 var requestTime = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
@@ -335,12 +353,10 @@ func (e apiEvent) encode(t testing.TB, seq int) []byte {
 	for _, k := range keys {
 		rawQuery = append(rawQuery, k+"="+e.query[k])
 	}
-	const domain = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
-	const ua = "curl/8.5.0"
 	headers := map[string]string{
 		"accept":            "application/json",
-		"host":              domain,
-		"user-agent":        ua,
+		"host":              sampleDomain,
+		"user-agent":        sampleUserAgent,
 		"x-amzn-trace-id":   "Root=1-6943f2a0-0123456789abcdef01234567",
 		"x-forwarded-for":   "203.0.113.10",
 		"x-forwarded-port":  "443",
@@ -376,13 +392,8 @@ func (e apiEvent) encode(t testing.TB, seq int) []byte {
 	req := v2Request{
 		Version: "2.0", RouteKey: e.method + " " + e.route, RawPath: path, RawQueryString: strings.Join(rawQuery, "&"),
 		Headers: headers, QueryStringParameters: e.query, PathParameters: e.params,
-		RequestContext: v2Context{
-			AccountID: "123456789012", APIID: "a1b2c3d4e5", Authorizer: authorizerContext, DomainName: domain, DomainPrefix: "a1b2c3d4e5",
-			HTTP:      v2HTTP{Method: e.method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10", UserAgent: ua},
-			RequestID: "sample-" + strings.TrimSuffix(e.file, ".json"), RouteKey: e.method + " " + e.route,
-			Stage: "$default", Time: at.Format("02/Jan/2006:15:04:05 -0700"), TimeEpoch: at.UnixMilli(),
-		},
-		Body: body,
+		RequestContext: sampleContext(e.method, e.route, path, "sample-"+strings.TrimSuffix(e.file, ".json"), at, authorizerContext),
+		Body:           body,
 	}
 	return indent(t, req)
 }
@@ -679,7 +690,6 @@ type v2AuthorizerRequest struct {
 // in process against the authorizer.
 func authorizerEvents(t testing.TB) ([]eventFile, map[string]bool) {
 	t.Helper()
-	const domain = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
 	cases := []struct {
 		file, header string
 		ok           bool
@@ -699,14 +709,9 @@ func authorizerEvents(t testing.TB) ([]eventFile, map[string]bool) {
 			Version: "2.0", Type: "REQUEST",
 			RouteArn:       "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/$default/GET" + path,
 			IdentitySource: []string{c.header}, RouteKey: route, RawPath: path,
-			Headers:        map[string]string{"authorization": c.header, "accept": "application/json", "host": domain, "user-agent": "curl/8.5.0"},
+			Headers:        map[string]string{"authorization": c.header, "accept": "application/json", "host": sampleDomain, "user-agent": sampleUserAgent},
 			PathParameters: map[string]string{"agentId": AgentID, "expectationId": Scheduled},
-			RequestContext: v2Context{
-				AccountID: "123456789012", APIID: "a1b2c3d4e5", DomainName: domain, DomainPrefix: "a1b2c3d4e5",
-				HTTP:      v2HTTP{Method: "GET", Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.10", UserAgent: "curl/8.5.0"},
-				RequestID: "sample-authorizer-" + strings.TrimSuffix(c.file, ".json"), RouteKey: route,
-				Stage: "$default", Time: at.Format("02/Jan/2006:15:04:05 -0700"), TimeEpoch: at.UnixMilli(),
-			},
+			RequestContext: sampleContext("GET", "/v1/agents/{agentId}/expectations/{expectationId}", path, "sample-authorizer-"+strings.TrimSuffix(c.file, ".json"), at, nil),
 		}
 		body := indent(t, req)
 		var ev events.APIGatewayV2CustomAuthorizerV2Request

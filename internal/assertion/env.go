@@ -479,7 +479,7 @@ func normalize(v any) any {
 
 // recorder collects what a traced evaluation read.
 type recorder struct {
-	seen map[string]bool
+	seen map[string]bool // what was read already (a name, or a call with its arguments)
 	list []string
 }
 
@@ -488,10 +488,10 @@ func (r *recorder) add(what string, v any) {
 	// within one evaluation: record it once, and encode only as much of a
 	// long string as the trace keeps, so tracing costs no more than
 	// evaluating.
-	if r.seen["\x00"+what] {
+	if r.seen[what] {
 		return
 	}
-	r.seen["\x00"+what] = true
+	r.seen[what] = true
 	if str, ok := v.(string); ok && len(str) > 256 {
 		cut := 256
 		for cut > 0 && !utf8.RuneStart(str[cut]) {
@@ -507,10 +507,7 @@ func (r *recorder) add(what string, v any) {
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}
-	if !r.seen[s] {
-		r.seen[s] = true
-		r.list = append(r.list, s)
-	}
+	r.list = append(r.list, s)
 }
 
 // tracingEnv returns an expr environment like e.m whose lookups also

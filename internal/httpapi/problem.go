@@ -48,7 +48,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if errors.Is(err, store.ErrTooLarge) {
 		// Within the body limit but over what one record may hold: the
 		// client's to fix, like an oversized body.
-		err = errs.E(errs.TooLarge, "the record this request would store exceeds the store's item limit of 400 KB; send less")
+		err = errs.E(errs.TooLarge, "the record this request would store exceeds the store's item limit of %d KB; send less", store.MaxItemBytes>>10)
 	}
 	code := errs.CodeOf(err)
 	status := statusOf(code)

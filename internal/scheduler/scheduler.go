@@ -276,13 +276,19 @@ func (c *Clock) Schedule(ctx context.Context, ins []expect.Instant) error {
 	if err := c.checkGroup(); err != nil {
 		return err
 	}
+	return each(ctx, ins, func(in expect.Instant) error { return c.scheduleOne(ctx, in) })
+}
+
+// each runs op on every instant, stopping only when ctx ends, and joins the
+// errors (ctx's included).
+func each(ctx context.Context, ins []expect.Instant, op func(expect.Instant) error) error {
 	var errs []error
 	for _, in := range ins {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if err := c.scheduleOne(ctx, in); err != nil {
+		if err := op(in); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -362,17 +368,7 @@ func (c *Clock) Cancel(ctx context.Context, ins []expect.Instant) error {
 	if err := c.checkGroup(); err != nil {
 		return err
 	}
-	var errs []error
-	for _, in := range ins {
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if err := c.deleteName(ctx, Name(in)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return each(ctx, ins, func(in expect.Instant) error { return c.deleteName(ctx, Name(in)) })
 }
 
 // Delete deletes the schedule of one instant, as Cancel does: a schedule

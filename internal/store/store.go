@@ -179,6 +179,34 @@ type Store interface {
 // MaxCommitWrites bounds one atomic commit (DynamoDB transactions allow 100).
 const MaxCommitWrites = 100
 
+// Limits every adapter keeps. They are DynamoDB's, so that data one adapter
+// accepts the other accepts too.
+const (
+	// MaxPKBytes bounds the length of a partition key (table or index).
+	MaxPKBytes = 2048
+	// MaxSKBytes bounds the length of a sort key (table or index).
+	MaxSKBytes = 1024
+	// MaxItemBytes bounds the size of one item, as each adapter measures
+	// it (DynamoDB: attribute names plus values).
+	MaxItemBytes = 400 * 1024
+	// DefaultLimit is the page size of a Query without a Limit.
+	DefaultLimit = 100
+	// MaxLimit caps the page size of a Query; larger limits are lowered to it.
+	MaxLimit = 1000
+)
+
+// CheckKey returns an error wrapping ErrInvalid when a table or index key
+// is outside the size limits.
+func CheckKey(k Key) error {
+	if k.PK == "" || len(k.PK) > MaxPKBytes {
+		return fmt.Errorf("partition key must have 1 to %d bytes: %w", MaxPKBytes, ErrInvalid)
+	}
+	if k.SK == "" || len(k.SK) > MaxSKBytes {
+		return fmt.Errorf("sort key must have 1 to %d bytes: %w", MaxSKBytes, ErrInvalid)
+	}
+	return nil
+}
+
 // Errors of the port.
 var (
 	ErrNotFound = errors.New("store: not found")

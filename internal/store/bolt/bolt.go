@@ -43,20 +43,10 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Limits of the adapter. They mirror DynamoDB's so that data accepted here is
-// also accepted by the DynamoDB adapter.
+// Settings of the adapter; its key, item and page limits are the store's
+// (store.MaxPKBytes and the rest), an item's size counting its keys, type,
+// index keys and data.
 const (
-	// MaxPKBytes bounds the length of a partition key (table or index).
-	MaxPKBytes = 2048
-	// MaxSKBytes bounds the length of a sort key (table or index).
-	MaxSKBytes = 1024
-	// MaxItemBytes bounds the size of one item: its keys, type, index keys
-	// and data.
-	MaxItemBytes = 400 * 1024
-	// DefaultLimit is the page size of a Query without a Limit.
-	DefaultLimit = 100
-	// MaxLimit caps the page size of a Query; larger limits are lowered to it.
-	MaxLimit = 1000
 	// DefaultMaxBatchDelay is the group-commit window used when
 	// Options.MaxBatchDelay is zero.
 	DefaultMaxBatchDelay = time.Millisecond
@@ -236,8 +226,8 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 
 // Query returns one page of the items of partition q.PK in the table or in
 // index q.Index, in sort-key order (index entries with equal index sort keys
-// are ordered by table key). A zero Limit means DefaultLimit and a Limit
-// above MaxLimit is lowered to it. Next is set only when more items follow.
+// are ordered by table key). A zero Limit means store.DefaultLimit and a Limit
+// above store.MaxLimit is lowered to it. Next is set only when more items follow.
 // It returns an error wrapping store.ErrInvalid for an empty or oversized
 // PK, an unknown index, a negative Limit, or a malformed After token (one not
 // issued for this partition); ErrClosed after Close; ctx.Err() when ctx is
@@ -252,20 +242,20 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			return store.Page{}, invalidf("unknown index %q", q.Index)
 		}
 	}
-	if q.PK == "" || len(q.PK) > MaxPKBytes {
-		return store.Page{}, invalidf("query partition key must have 1 to %d bytes", MaxPKBytes)
+	if q.PK == "" || len(q.PK) > store.MaxPKBytes {
+		return store.Page{}, invalidf("query partition key must have 1 to %d bytes", store.MaxPKBytes)
 	}
-	if len(q.SKPrefix) > MaxSKBytes || len(q.SKUpTo) > MaxSKBytes {
-		return store.Page{}, invalidf("query sort key bounds must have at most %d bytes", MaxSKBytes)
+	if len(q.SKPrefix) > store.MaxSKBytes || len(q.SKUpTo) > store.MaxSKBytes {
+		return store.Page{}, invalidf("query sort key bounds must have at most %d bytes", store.MaxSKBytes)
 	}
 	limit := q.Limit
 	switch {
 	case limit < 0:
 		return store.Page{}, invalidf("negative query limit %d", limit)
 	case limit == 0:
-		limit = DefaultLimit
-	case limit > MaxLimit:
-		limit = MaxLimit
+		limit = store.DefaultLimit
+	case limit > store.MaxLimit:
+		limit = store.MaxLimit
 	}
 
 	// The page is the key range [lo, hi).
@@ -370,8 +360,8 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 // there are more than store.MaxCommitWrites writes, two writes of one key, a
 // write with neither or both of Put and Delete, an unknown condition kind or
 // index, a key outside the size limits (PK 1..MaxPKBytes, SK 1..MaxSKBytes,
-// for table and index keys alike), an item over MaxItemBytes, or a type that
-// is not valid UTF-8 or is longer than MaxSKBytes; ErrClosed after Close;
+// for table and index keys alike), an item over store.MaxItemBytes, or a type that
+// is not valid UTF-8 or is longer than store.MaxSKBytes; ErrClosed after Close;
 // ctx.Err() when ctx is done before the commit starts (a started commit is
 // not canceled); and a wrapped bbolt error when the file cannot be written.
 // On any error nothing is written.
@@ -515,7 +505,7 @@ func prepare(writes []store.Write) ([]op, error) {
 			it := *w.Put
 			it.Data = bytes.Clone(it.Data)
 			it.Index = nil
-			if !utf8.ValidString(it.Type) || len(it.Type) > MaxSKBytes {
+			if !utf8.ValidString(it.Type) || len(it.Type) > store.MaxSKBytes {
 				return nil, invalidf("write %d: type is not valid UTF-8", i)
 			}
 			size := len(key.PK) + len(key.SK) + len(it.Type) + len(it.Data)
@@ -537,8 +527,8 @@ func prepare(writes []store.Write) ([]op, error) {
 				o.ik[slot] = indexKey(nil, ixk, key)
 				size += len(ixk.PK) + len(ixk.SK)
 			}
-			if size > MaxItemBytes {
-				return nil, fmt.Errorf("bolt: write %d: item of %d bytes exceeds %d: %w", i, size, MaxItemBytes, store.ErrTooLarge)
+			if size > store.MaxItemBytes {
+				return nil, fmt.Errorf("bolt: write %d: item of %d bytes exceeds %d: %w", i, size, store.MaxItemBytes, store.ErrTooLarge)
 			}
 			o.put = &it
 		}
@@ -738,11 +728,8 @@ func invalidf(format string, args ...any) error {
 
 // checkKey validates a table or index key against the size limits.
 func checkKey(k store.Key) error {
-	if k.PK == "" || len(k.PK) > MaxPKBytes {
-		return invalidf("partition key must have 1 to %d bytes", MaxPKBytes)
-	}
-	if k.SK == "" || len(k.SK) > MaxSKBytes {
-		return invalidf("sort key must have 1 to %d bytes", MaxSKBytes)
+	if err := store.CheckKey(k); err != nil {
+		return fmt.Errorf("bolt: %w", err)
 	}
 	return nil
 }

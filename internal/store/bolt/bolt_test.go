@@ -174,14 +174,14 @@ func TestInvalid(t *testing.T) {
 	if _, err := s.Query(ctx, store.Query{PK: "p", Limit: -1}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("negative limit: %v", err)
 	}
-	long := strings.Repeat("x", MaxPKBytes+1)
+	long := strings.Repeat("x", store.MaxPKBytes+1)
 	bad := []store.Item{
 		put(long, "a", `{}`, nil),
-		put("p", strings.Repeat("x", MaxSKBytes+1), `{}`, nil),
+		put("p", strings.Repeat("x", store.MaxSKBytes+1), `{}`, nil),
 		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{store.GSI1: {PK: long, SK: "a"}}),
 		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{store.GSI1: {PK: "g", SK: ""}}),
 		put("p", "a", `{}`, map[store.IndexName]store.IndexKey{"gsi9": {PK: "g", SK: "a"}}),
-		put("p", "a", strings.Repeat("x", MaxItemBytes), nil),
+		put("p", "a", strings.Repeat("x", store.MaxItemBytes), nil),
 		{Key: store.Key{PK: "p", SK: "a"}, Type: "\xff"},
 	}
 	for i, it := range bad {
@@ -224,7 +224,7 @@ func TestLimitClamp(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, filepath.Join(t.TempDir(), "store.db"), Options{NoSync: true})
 	var writes []store.Write
-	for i := range MaxLimit + 1 {
+	for i := range store.MaxLimit + 1 {
 		writes = append(writes, store.PutIfAbsent(put("p", fmt.Sprintf("%05d", i), `{}`, nil)))
 		if len(writes) == store.MaxCommitWrites {
 			mustCommit(t, s, writes...)
@@ -233,7 +233,7 @@ func TestLimitClamp(t *testing.T) {
 	}
 	mustCommit(t, s, writes...)
 	page, err := s.Query(ctx, store.Query{PK: "p", Limit: 5000})
-	if err != nil || len(page.Items) != MaxLimit || page.Next == "" {
+	if err != nil || len(page.Items) != store.MaxLimit || page.Next == "" {
 		t.Fatalf("Limit 5000: %d items, next %q, %v", len(page.Items), page.Next, err)
 	}
 	page, err = s.Query(ctx, store.Query{PK: "p", Limit: 5000, After: page.Next})

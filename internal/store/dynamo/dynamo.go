@@ -43,22 +43,6 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// Limits of the adapter: DynamoDB's. The embedded adapter (package bolt)
-// applies the same key and page limits.
-const (
-	// MaxPKBytes bounds the length of a partition key (table or index).
-	MaxPKBytes = 2048
-	// MaxSKBytes bounds the length of a sort key (table or index).
-	MaxSKBytes = 1024
-	// MaxItemBytes bounds the size of one item as DynamoDB counts it:
-	// attribute names plus values.
-	MaxItemBytes = 400 * 1024
-	// DefaultLimit is the page size of a Query without a Limit.
-	DefaultLimit = 100
-	// MaxLimit caps the page size of a Query; larger limits are lowered to it.
-	MaxLimit = 1000
-)
-
 // ErrClosed is returned (wrapped) by every operation on a closed Store.
 var ErrClosed = errors.New("dynamo: store closed")
 
@@ -117,11 +101,8 @@ func apiErr(op string, err error) error {
 // checkKey validates a table or index key: the size limits, and UTF-8 (a
 // DynamoDB string must be valid UTF-8).
 func checkKey(k store.Key) error {
-	if k.PK == "" || len(k.PK) > MaxPKBytes {
-		return invalidf("partition key must have 1 to %d bytes", MaxPKBytes)
-	}
-	if k.SK == "" || len(k.SK) > MaxSKBytes {
-		return invalidf("sort key must have 1 to %d bytes", MaxSKBytes)
+	if err := store.CheckKey(k); err != nil {
+		return fmt.Errorf("dynamo: %w", err)
 	}
 	if !utf8.ValidString(k.PK) || !utf8.ValidString(k.SK) {
 		return invalidf("key %q|%q is not valid UTF-8", k.PK, k.SK)
@@ -162,7 +143,7 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 
 // Query returns one page of the items of partition q.PK in the table or in
 // index q.Index, in sort-key order (reversed when q.Descending). A zero Limit
-// means DefaultLimit, and a Limit above MaxLimit is lowered to it. Next is
+// means store.DefaultLimit, and a Limit above store.MaxLimit is lowered to it. Next is
 // set only when more items follow, so a page behaves like the embedded
 // adapter's: the adapter asks DynamoDB for one item more than it returns,
 // and keeps querying while DynamoDB returns short pages (GSI pages and 1 MB
@@ -187,21 +168,21 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		}
 		pkAttr, skAttr = indexPKAttr(q.Index), indexSKAttr(q.Index)
 	}
-	if q.PK == "" || len(q.PK) > MaxPKBytes || !utf8.ValidString(q.PK) {
-		return store.Page{}, invalidf("query partition key must be UTF-8 of 1 to %d bytes", MaxPKBytes)
+	if q.PK == "" || len(q.PK) > store.MaxPKBytes || !utf8.ValidString(q.PK) {
+		return store.Page{}, invalidf("query partition key must be UTF-8 of 1 to %d bytes", store.MaxPKBytes)
 	}
-	if len(q.SKPrefix) > MaxSKBytes || len(q.SKUpTo) > MaxSKBytes ||
+	if len(q.SKPrefix) > store.MaxSKBytes || len(q.SKUpTo) > store.MaxSKBytes ||
 		!utf8.ValidString(q.SKPrefix) || !utf8.ValidString(q.SKUpTo) {
-		return store.Page{}, invalidf("query sort key bounds must be UTF-8 of at most %d bytes", MaxSKBytes)
+		return store.Page{}, invalidf("query sort key bounds must be UTF-8 of at most %d bytes", store.MaxSKBytes)
 	}
 	limit := q.Limit
 	switch {
 	case limit < 0:
 		return store.Page{}, invalidf("negative query limit %d", limit)
 	case limit == 0:
-		limit = DefaultLimit
-	case limit > MaxLimit:
-		limit = MaxLimit
+		limit = store.DefaultLimit
+	case limit > store.MaxLimit:
+		limit = store.MaxLimit
 	}
 	var start map[string]types.AttributeValue
 	if q.After != "" {
@@ -323,8 +304,8 @@ func prepare(writes []store.Write) ([]op, error) {
 				}
 				it.Index[name] = ixk
 			}
-			if size := itemSize(itemAttrs(&it, 1<<62)); size > MaxItemBytes {
-				return nil, fmt.Errorf("dynamo: write %d: item of %d bytes exceeds %d: %w", i, size, MaxItemBytes, store.ErrTooLarge)
+			if size := itemSize(itemAttrs(&it, 1<<62)); size > store.MaxItemBytes {
+				return nil, fmt.Errorf("dynamo: write %d: item of %d bytes exceeds %d: %w", i, size, store.MaxItemBytes, store.ErrTooLarge)
 			}
 			o.put = &it
 		}
@@ -421,7 +402,7 @@ func build(o op) request {
 // store.MaxCommitWrites writes, two writes of one key, a write with neither
 // or both of Put and Delete, an unknown condition kind or index, a key
 // outside the size limits or not valid UTF-8 (table and index keys alike), a
-// type that is not valid UTF-8, an item over MaxItemBytes, or when DynamoDB
+// type that is not valid UTF-8, an item over store.MaxItemBytes, or when DynamoDB
 // answers ValidationException; ErrClosed after Close; ctx.Err() when ctx is
 // done before the call; and the SDK's error (wrapped) for any other failure,
 // after which the commit may or may not have been applied (as with any

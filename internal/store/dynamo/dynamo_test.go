@@ -418,7 +418,7 @@ func TestInvalid(t *testing.T) {
 	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(bad)}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("non-UTF-8 key: %v, want ErrInvalid", err)
 	}
-	huge := item("p", "a", strings.Repeat("x", dynamo.MaxItemBytes))
+	huge := item("p", "a", strings.Repeat("x", store.MaxItemBytes))
 	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(huge)}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("oversized item: %v, want ErrInvalid", err)
 	}

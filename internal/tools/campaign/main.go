@@ -74,44 +74,20 @@ import (
 
 func main() {
 	var cfg Config
-	flag.IntVar(&cfg.Rounds, "rounds", 50, "minimum number of kill -9 rounds")
-	flag.IntVar(&cfg.Workers, "workers", 16, "concurrent client workers during each round")
-	flag.IntVar(&cfg.MinOps, "min-ops", 100000, "keep adding rounds until at least this many operations were acknowledged")
+	flag.IntVar(&cfg.Rounds, "rounds", 0, "minimum number of kill -9 rounds (0: the form's default, see Config)")
+	flag.IntVar(&cfg.Workers, "workers", 0, "concurrent client workers during each round (0: 16; -aws: 4)")
+	flag.IntVar(&cfg.MinOps, "min-ops", 0, "keep adding rounds until at least this many operations were acknowledged (0: the form's default)")
 	flag.Int64Var(&cfg.Seed, "seed", 0, "random seed (0: from the clock)")
 	flag.StringVar(&cfg.Data, "data", "", "data directory of the server (default: a temporary one, removed unless a violation is found)")
 	flag.BoolVar(&cfg.Short, "short", false, "the CI form: 5 rounds, ~3,000 operations")
-	flag.DurationVar(&cfg.Budget, "budget", 0, "once -rounds are done, start no new round after this much campaign time even if -min-ops is not reached (0: no bound; -short: 40s)")
+	flag.DurationVar(&cfg.Budget, "budget", 0, "once -rounds are done, start no new round after this much campaign time even if -min-ops is not reached (0: the form's default: no bound; -short: 40s)")
 	flag.DurationVar(&cfg.Settle, "settle", 15*time.Minute, "bound on the wait for every instant and lapse to be processed after the last restart")
 	flag.BoolVar(&cfg.NoKill, "no-kill", false, "baseline: the same rounds, load and checks without killing the server")
 	all := flag.Bool("all", false, "run both full campaigns, the embedded one and then the AWS mode on moto (each with its defaults; -seed applies to both), and print a summary of the two")
 	flag.BoolVar(&cfg.AWS, "aws", false, "AWS mode: run the server against the moto emulator (-aws-endpoint, own table and schedule group) instead of -data; defaults 50 rounds, 4 workers, 1,000 operations, 15m budget (-short: 3 rounds, ~200 operations, 25s budget)")
 	flag.Parse()
-	setFlags := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
 	if *all {
-		os.Exit(runAll(cfg, setFlags))
-	}
-	if cfg.AWS {
-		// Zero values take the AWS defaults in Run.
-		for name, v := range map[string]*int{"rounds": &cfg.Rounds, "workers": &cfg.Workers, "min-ops": &cfg.MinOps} {
-			if !setFlags[name] {
-				*v = 0
-			}
-		}
-		if !setFlags["budget"] {
-			cfg.Budget = 0
-		}
-	}
-	if cfg.Short {
-		if !setFlags["rounds"] {
-			cfg.Rounds = 0
-		}
-		if !setFlags["min-ops"] {
-			cfg.MinOps = 0
-		}
-		if !setFlags["budget"] {
-			cfg.Budget = 0
-		}
+		os.Exit(runAll(cfg.Seed, cfg.Settle))
 	}
 	res, err := Run(context.Background(), cfg, os.Stdout)
 	if err != nil {
@@ -123,11 +99,11 @@ func main() {
 	}
 }
 
-// Config is the campaign's configuration. Zero Rounds, MinOps and Budget
-// take the defaults (50, 100,000 and none, or 5, 3,000 and 40s with Short);
-// with AWS, zero Rounds, Workers, MinOps and Budget take 50, 4, 1,000 and
-// 15m (3, 4, 200 and 25s with Short): moto answers only about 20 operations
-// per second, so the budget may end the rounds before MinOps is reached.
+// Config is the campaign's configuration. Zero Workers, Rounds, MinOps and
+// Budget take the defaults of the form (formDefaults): 16 workers, 50
+// rounds, 100,000 operations and no budget, or 5 rounds, 3,000 operations
+// and 40s with Short; with AWS 4 workers, 50 rounds, 1,000 operations and
+// 15m (3 rounds, 200 operations and 25s with Short).
 type Config struct {
 	Rounds  int
 	Workers int
@@ -137,7 +113,7 @@ type Config struct {
 	Short   bool
 	Settle  time.Duration
 	// Budget bounds the time spent adding rounds beyond Rounds to reach
-	// MinOps (0: no bound).
+	// MinOps (0: the form's default; the full embedded form has none).
 	Budget time.Duration
 	// NoKill ends rounds without killing the server: a baseline to
 	// compare with (same load, same checks, no crash).
@@ -397,9 +373,9 @@ func (t *agentTB) close() {
 // runAll runs the embedded campaign and then the AWS one, each with its
 // defaults, and prints both results side by side. It returns the exit code:
 // 0, 1 for violations, 2 when a campaign could not run.
-func runAll(base Config, set map[string]bool) int {
-	embedded := Config{Rounds: 50, Workers: 16, MinOps: 100000, Seed: base.Seed, Settle: base.Settle}
-	aws := Config{AWS: true, Seed: base.Seed, Settle: base.Settle}
+func runAll(seed int64, settle time.Duration) int {
+	embedded := Config{Seed: seed, Settle: settle}
+	aws := Config{AWS: true, Seed: seed, Settle: settle}
 	type run struct {
 		name string
 		cfg  Config
@@ -428,49 +404,35 @@ func runAll(base Config, set map[string]bool) int {
 	return code
 }
 
+// formDefaults are the settings a zero Config field takes in each form of
+// the campaign, by {AWS, Short}. moto answers only about 20 operations per
+// second, and is slower as its table grows, so the AWS forms are bounded by
+// time as much as by operations.
+var formDefaults = map[[2]bool]struct {
+	workers, rounds, minOps int
+	budget                  time.Duration
+}{
+	{false, false}: {workers: 16, rounds: 50, minOps: 100000},
+	{false, true}:  {workers: 16, rounds: 5, minOps: 3000, budget: 40 * time.Second},
+	{true, false}:  {workers: 4, rounds: 50, minOps: 1000, budget: 15 * time.Minute},
+	{true, true}:   {workers: 4, rounds: 3, minOps: 200, budget: 25 * time.Second},
+}
+
 // Run runs the campaign and prints its figures to out. It returns an error
 // only when the campaign could not run; violations are in the result.
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
+	def := formDefaults[[2]bool{cfg.AWS, cfg.Short}]
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
-		if cfg.AWS {
-			cfg.Workers = 4
-		}
+		cfg.Workers = def.workers
 	}
 	if cfg.Rounds <= 0 {
-		switch {
-		case cfg.AWS && cfg.Short:
-			cfg.Rounds = 3
-		case cfg.AWS:
-			cfg.Rounds = 50
-		case cfg.Short:
-			cfg.Rounds = 5
-		default:
-			cfg.Rounds = 50
-		}
+		cfg.Rounds = def.rounds
 	}
 	if cfg.MinOps <= 0 {
-		switch {
-		case cfg.AWS && cfg.Short:
-			cfg.MinOps = 200
-		case cfg.AWS:
-			cfg.MinOps = 1000
-		case cfg.Short:
-			cfg.MinOps = 3000
-		default:
-			cfg.MinOps = 100000
-		}
+		cfg.MinOps = def.minOps
 	}
 	if cfg.Budget <= 0 {
-		switch {
-		case cfg.AWS && cfg.Short:
-			// moto is slow, and slower as its table grows.
-			cfg.Budget = 25 * time.Second
-		case cfg.AWS:
-			cfg.Budget = 15 * time.Minute
-		case cfg.Short:
-			cfg.Budget = 40 * time.Second
-		}
+		cfg.Budget = def.budget
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
