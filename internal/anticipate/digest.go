@@ -19,7 +19,8 @@ const DigestPrefix = "sha256:"
 const SignatureField = "d_dna_signature"
 
 // ServerSignatureField is the optional top-level Ed25519 signature of a
-// VERIFY; like SignatureField it is left out of the bytes it covers.
+// VERIFY. It signs the VERIFY without itself and SignatureField, and
+// SignatureField then covers it (see SignEd25519).
 const ServerSignatureField = "server_signature"
 
 // GenesisDigest is the "previous digest" of a plan's first execution event.
@@ -141,12 +142,13 @@ func digestBytes(b []byte) string {
 
 // Digest returns the d_dna_signature a message must carry: "sha256:" and
 // the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the JSON
-// object raw with its top-level d_dna_signature (and server_signature)
-// removed. The same function gives the digest of an ANTICIPATE (its
-// anticipation_digest) and the d_dna_signature of a VERIFY. It returns an
+// object raw with its top-level d_dna_signature removed, and nothing else
+// (the seed's rule). The same function gives the digest of an ANTICIPATE
+// (its anticipation_digest) and the d_dna_signature of a VERIFY exactly as
+// it is returned, server_signature included. It returns an
 // errs.Invalid error when raw is not a canonicalizable JSON object.
 func Digest(raw []byte) (string, error) {
-	canon, err := canonicalWithout(raw, SignatureField, ServerSignatureField)
+	canon, err := canonicalWithout(raw, SignatureField)
 	if err != nil {
 		return "", err
 	}
@@ -189,7 +191,7 @@ func Sign(raw []byte) ([]byte, error) {
 // returns "" when it matches, else a message for the field error. canon is
 // the canonical form of the message, which must be a JSON object.
 func checkSignature(canon []byte, got string) string {
-	want := digestBytes(stripTopLevel(canon, SignatureField, ServerSignatureField))
+	want := digestBytes(stripTopLevel(canon, SignatureField))
 	switch {
 	case got == "":
 		return "is required and " + signatureHelp

@@ -113,10 +113,11 @@
 // verification_id defaults to VerificationIDFor(anticipation digest,
 // plan_id), so re-running VERIFY for the same pair is idempotent. timestamp
 // is the time of the latest change (grading or the last grade).
-// d_dna_signature is computed like ANTICIPATE's, leaving out both
-// d_dna_signature and server_signature (Seal); server_signature is
-// "ed25519:" and the unpadded base64url Ed25519 signature of those same
-// canonical bytes (SignEd25519, VerifyEd25519).
+// d_dna_signature is computed like ANTICIPATE's, over the VERIFY exactly as
+// returned without d_dna_signature alone (Seal, CheckSeal); when the server
+// signs, server_signature is "ed25519:" and the unpadded base64url Ed25519
+// signature of the canonical VERIFY without both fields, made first, so
+// that d_dna_signature covers it (SignEd25519, VerifyEd25519).
 //
 // # Model judge
 //

@@ -397,41 +397,55 @@ func ApplyGrade(v Verification, policy GradingPolicy, criterionID string, score 
 	return out, nil
 }
 
-// verifyCanonical returns the canonical bytes a VERIFY's d_dna_signature
-// hashes and its server_signature signs: v in JSON, RFC 8785 canonical form,
-// without d_dna_signature and server_signature.
-func verifyCanonical(v *Verification) ([]byte, error) {
+// verifyCanonical returns v in JSON, RFC 8785 canonical form, without the
+// named top-level fields.
+func verifyCanonical(v *Verification, without ...string) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, errs.E(errs.Invalid, "verification cannot be encoded: %s", err.Error())
 	}
+	return canonicalWithout(raw, without...)
+}
+
+// VerifySignedBytes returns the bytes a VERIFY's server_signature signs: the
+// RFC 8785 canonical form of the VERIFY (the JSON object raw) without
+// d_dna_signature and server_signature. It returns an errs.Invalid error
+// when raw is not a canonicalizable JSON object.
+func VerifySignedBytes(raw []byte) ([]byte, error) {
 	return canonicalWithout(raw, SignatureField, ServerSignatureField)
 }
 
-// Seal sets v.DDNASignature to Digest of v's JSON, computed exactly as for
-// an ANTICIPATE (d_dna_signature and server_signature left out), and clears
-// a server_signature made over earlier content. It returns an errs.Invalid
+// Seal sets v.DDNASignature to the seed's d_dna_signature of v's JSON (see
+// Digest: everything but d_dna_signature is covered) after clearing a
+// server_signature made over earlier content. It returns an errs.Invalid
 // error when v cannot be encoded (a score that is NaN).
 func Seal(v *Verification) error {
 	if v == nil {
 		return errs.E(errs.Invalid, "no verification")
 	}
-	canon, err := verifyCanonical(v)
+	v.ServerSignature = ""
+	return seal(v)
+}
+
+// seal sets v.DDNASignature over everything else v holds, server_signature
+// included.
+func seal(v *Verification) error {
+	canon, err := verifyCanonical(v, SignatureField)
 	if err != nil {
 		return err
 	}
 	v.DDNASignature = digestBytes(canon)
-	v.ServerSignature = ""
 	return nil
 }
 
-// CheckSeal returns nil when v.DDNASignature matches v's content, else an
+// CheckSeal returns nil when v.DDNASignature matches v's content (every
+// field but d_dna_signature, server_signature included), else an
 // errs.Invalid error naming d_dna_signature.
 func CheckSeal(v *Verification) error {
 	if v == nil {
 		return errs.E(errs.Invalid, "no verification")
 	}
-	canon, err := verifyCanonical(v)
+	canon, err := verifyCanonical(v, SignatureField)
 	if err != nil {
 		return err
 	}
@@ -445,24 +459,45 @@ func CheckSeal(v *Verification) error {
 // serverSigPrefix starts a server_signature.
 const serverSigPrefix = "ed25519:"
 
-// SignEd25519 seals v (see Seal) and sets v.ServerSignature to "ed25519:"
-// and the unpadded base64url Ed25519 signature, by key, of the canonical
-// bytes the d_dna_signature hashes. It returns an errs.Invalid error when
-// key is not an Ed25519 private key of the right length or v cannot be
-// encoded.
+// SignEd25519 signs and seals v, in this order: server_signature is set to
+// "ed25519:" and the unpadded base64url Ed25519 signature, by key, of the
+// canonical VERIFY without d_dna_signature and server_signature
+// (VerifySignedBytes); then d_dna_signature is computed over everything
+// else, the signature included (Seal's rule). It returns an errs.Invalid
+// error when key is not an Ed25519 private key of the right length or v
+// cannot be encoded.
 func SignEd25519(v *Verification, key ed25519.PrivateKey) error {
 	if len(key) != ed25519.PrivateKeySize {
 		return errs.E(errs.Invalid, "server signing key must be a %d-byte Ed25519 private key", ed25519.PrivateKeySize)
 	}
-	if err := Seal(v); err != nil {
-		return err
+	if v == nil {
+		return errs.E(errs.Invalid, "no verification")
 	}
-	canon, err := verifyCanonical(v)
+	canon, err := verifyCanonical(v, SignatureField, ServerSignatureField)
 	if err != nil {
 		return err
 	}
 	v.ServerSignature = serverSigPrefix + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, canon))
-	return nil
+	return seal(v)
+}
+
+// ParseServerSignature decodes a server_signature ("ed25519:" and an
+// unpadded base64url Ed25519 signature). It returns an errs.Invalid error
+// naming server_signature when sig is not of that form.
+func ParseServerSignature(sig string) ([]byte, error) {
+	bad := func(msg string) error {
+		return &errs.Error{Code: errs.Invalid, Message: "verification signature is invalid",
+			Fields: []errs.FieldError{{Path: ServerSignatureField, Message: msg}}}
+	}
+	enc, ok := strings.CutPrefix(sig, serverSigPrefix)
+	if !ok {
+		return nil, bad(`must start with "ed25519:"`)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(b) != ed25519.SignatureSize {
+		return nil, bad("is not an unpadded base64url Ed25519 signature")
+	}
+	return b, nil
 }
 
 // VerifyEd25519 checks v's seal and its server_signature against pub. It
@@ -479,15 +514,11 @@ func VerifyEd25519(v *Verification, pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return bad("cannot be checked: the public key is not an Ed25519 key")
 	}
-	enc, ok := strings.CutPrefix(v.ServerSignature, serverSigPrefix)
-	if !ok {
-		return bad(`must start with "ed25519:"`)
+	sig, err := ParseServerSignature(v.ServerSignature)
+	if err != nil {
+		return err
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return bad("is not an unpadded base64url Ed25519 signature")
-	}
-	canon, err := verifyCanonical(v)
+	canon, err := verifyCanonical(v, SignatureField, ServerSignatureField)
 	if err != nil {
 		return err
 	}

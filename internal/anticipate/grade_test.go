@@ -2,6 +2,7 @@ package anticipate
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"strings"
@@ -351,9 +352,28 @@ func TestSealAndServerSignature(t *testing.T) {
 	if !strings.HasPrefix(v.ServerSignature, "ed25519:") || VerifyEd25519(&v, pub) != nil {
 		t.Fatalf("server signature %q: %v", v.ServerSignature, VerifyEd25519(&v, pub))
 	}
-	// The server signature is not covered by the seal.
+	// The seal covers the server signature (the seed's rule on the VERIFY
+	// as returned), and the signature covers everything but both fields.
 	if err := CheckSeal(&v); err != nil {
 		t.Errorf("seal with server signature: %v", err)
+	}
+	signedRaw, _ := json.Marshal(v)
+	if d, err := Digest(signedRaw); err != nil || d != v.DDNASignature {
+		t.Errorf("Digest(signed VERIFY) = %s, %v; d_dna_signature %s", d, err, v.DDNASignature)
+	}
+	if msg, _ := VerifySignedBytes(signedRaw); !ed25519.Verify(pub, msg, mustSig(t, v.ServerSignature)) {
+		t.Errorf("server_signature does not sign the VERIFY without both fields")
+	}
+	swapped := v
+	swapped.ServerSignature = "ed25519:" + base64.RawURLEncoding.EncodeToString(make([]byte, ed25519.SignatureSize))
+	if err := CheckSeal(&swapped); fieldMessage(err, SignatureField) == "" {
+		t.Errorf("a replaced server_signature passes the seal: %v", err)
+	}
+	// Signing again (after a grade) replaces the signature and the seal.
+	again := v
+	again.Score = 0.25
+	if err := SignEd25519(&again, priv); err != nil || VerifyEd25519(&again, pub) != nil || again.ServerSignature == v.ServerSignature {
+		t.Errorf("re-signing: %v %v", err, VerifyEd25519(&again, pub))
 	}
 	other, _, _ := ed25519.GenerateKey(nil)
 	if err := VerifyEd25519(&v, other); fieldMessage(err, ServerSignatureField) == "" {
@@ -363,12 +383,14 @@ func TestSealAndServerSignature(t *testing.T) {
 	w.Score = 0.5
 	_ = Seal(&w)
 	w.ServerSignature = v.ServerSignature
+	_ = seal(&w) // a seal over the old signature: only the signature is wrong
 	if err := VerifyEd25519(&w, pub); fieldMessage(err, ServerSignatureField) == "" {
 		t.Errorf("re-sealed content accepted with old signature: %v", err)
 	}
 	for _, sig := range []string{"", "ed25519:", "ed25519:!!", "rsa:abc"} {
 		w := v
 		w.ServerSignature = sig
+		_ = seal(&w)
 		if err := VerifyEd25519(&w, pub); !errs.Is(err, errs.Invalid) {
 			t.Errorf("signature %q accepted", sig)
 		}
@@ -444,4 +466,13 @@ func FuzzJudgeResponse(f *testing.F) {
 func dump(v Verification) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
+}
+
+func mustSig(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := ParseServerSignature(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -128,12 +128,17 @@ func (e *testEnv) restartAWS() {
 	}
 	log := e.cfg.Log
 	attempts := e.cfg.Outbox.MaxAttempts
+	// The signing key comes from SSM, as it does on AWS.
+	keyParam := ""
+	if !e.cfg.NoSigningKey {
+		keyParam = putSigningKeyParameter(e.t, e.table)
+	}
 	rt, err := awsrt.New(context.Background(), awsrt.Config{
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
-		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKey: testSigningKey,
+		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -14,6 +14,7 @@ var scenarios = []struct {
 	{"HeuristicJudge", scenarioHeuristicJudge},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
+	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},
 	{"EvaluationBadInput", scenarioEvaluationBadInput},
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},
 	{"CardsAndAuth", scenarioCardsAndAuth},

@@ -624,14 +624,14 @@ func annotatePending(v *anticipate.Verification, reasons map[string]string) {
 	}
 }
 
+// seal signs (when the server has a key) and then seals v, so that
+// d_dna_signature covers server_signature: the seed's rule holds on the
+// VERIFY as returned. Every change to a VERIFY (grading, a grade) ends here.
 func (s *Service) seal(v *anticipate.Verification) error {
-	if err := anticipate.Seal(v); err != nil {
-		return err
-	}
 	if s.key != nil {
 		return anticipate.SignEd25519(v, s.key)
 	}
-	return nil
+	return anticipate.Seal(v)
 }
 
 // Verification returns one VERIFY, or NotFound.
