@@ -23,6 +23,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -408,11 +409,28 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		IdentitySource:  strs("$request.header.Authorization"),
 		ResultsCacheTtl: awscdk.Duration_Seconds(n(AuthorizerCacheTTLS)),
 	})
+	// The push route (where A2A pushes land) takes the A2A 0.3 push
+	// sender's X-A2A-Notification-Token as well as Authorization. API
+	// Gateway refuses a request that lacks any identity source listed, so
+	// that route has its own authorizer (the same function) with none and
+	// no cache: it is invoked on every push and reads the headers itself
+	// (internal/authorizer). A push without either header is refused by it
+	// with 403.
+	pushAuthz := awsapigatewayv2authorizers.NewHttpLambdaAuthorizer(s("PushAuthorizer"), st.Authorizer, &awsapigatewayv2authorizers.HttpLambdaAuthorizerProps{
+		AuthorizerName:  s(cfg.Name + "-push-tokens"),
+		ResponseTypes:   &[]awsapigatewayv2authorizers.HttpLambdaResponseType{awsapigatewayv2authorizers.HttpLambdaResponseType_SIMPLE},
+		IdentitySource:  &[]*string{},
+		ResultsCacheTtl: awscdk.Duration_Seconds(n(0)),
+	})
 	for _, r := range Routes {
 		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path: s(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration,
 		}
-		if !r.Public {
+		switch {
+		case r.Public:
+		case r.Method+" "+r.Path == auth.PushRoute:
+			opts.Authorizer = pushAuthz
+		default:
 			opts.Authorizer = authz
 		}
 		st.HTTPAPI.AddRoutes(opts)

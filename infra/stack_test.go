@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -209,7 +210,7 @@ func TestHTTPAPI(t *testing.T) {
 			// The Lambda authorizer: payload 2.0, simple responses, the
 			// Authorization header as identity (so a request without one is
 			// refused with 401 before the authorizer runs), cached per header.
-			authzID, _ := only(t, tj, "AWS::ApiGatewayV2::Authorizer", "AuthorizerType", "REQUEST")
+			authzID, _ := only(t, tj, "AWS::ApiGatewayV2::Authorizer", "Name", "clockwork-"+stage+"-tokens")
 			assert(t, "authorizer", func() {
 				tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), obj{
 					"ApiId": ref(apiID), "AuthorizerType": "REQUEST", "AuthorizerPayloadFormatVersion": "2.0",
@@ -219,8 +220,25 @@ func TestHTTPAPI(t *testing.T) {
 				})
 			})
 
+			// The push route's authorizer: the same function, no identity
+			// source (API Gateway requires every listed one, and an A2A 0.3
+			// push carries X-A2A-Notification-Token instead of
+			// Authorization), so no cache either.
+			pushAuthzID, _ := only(t, tj, "AWS::ApiGatewayV2::Authorizer", "Name", "clockwork-"+stage+"-push-tokens")
+			assert(t, "push authorizer", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), obj{
+					"ApiId": ref(apiID), "AuthorizerType": "REQUEST", "AuthorizerPayloadFormatVersion": "2.0",
+					"EnableSimpleResponses": true, "IdentitySource": arr{}, "AuthorizerResultTtlInSeconds": 0,
+					"AuthorizerUri": like(obj{"Fn::Join": arrayWith(arrayWith(getAtt(fnID(t, tj, "authorizer", stage), "Arn")))}),
+				})
+			})
+			if n := len(resources(tj, "AWS::ApiGatewayV2::Authorizer")); n != 2 {
+				t.Errorf("%d authorizers, want 2 (tokens, push)", n)
+			}
+
 			// Routes: exactly the list, every one to the API function,
-			// every one but the public ones behind the authorizer.
+			// every one but the public ones behind the authorizer (the push
+			// route behind the push authorizer).
 			public := map[string]bool{}
 			for _, r := range Routes {
 				public[r.Method+" "+r.Path] = r.Public
@@ -238,6 +256,10 @@ func TestHTTPAPI(t *testing.T) {
 				if public[key] {
 					if authType != nil && authType != "NONE" {
 						t.Errorf("public route %s has authorization %v", key, authType)
+					}
+				} else if key == auth.PushRoute {
+					if authType != "CUSTOM" || !strings.Contains(authID, pushAuthzID) {
+						t.Errorf("route %s: authorization %v by %s, want CUSTOM by the push authorizer", key, authType, authID)
 					}
 				} else if authType != "CUSTOM" || !strings.Contains(authID, authzID) {
 					t.Errorf("route %s: authorization %v by %s, want CUSTOM by the token authorizer", key, authType, authID)
@@ -257,10 +279,10 @@ func TestHTTPAPI(t *testing.T) {
 					"IntegrationUri": getAtt(fnID(t, tj, "api", stage), "Arn"),
 				})
 			})
-			// Two invoke permissions (the API function, the authorizer),
-			// each scoped to this API.
-			assert(t, "two permissions", func() {
-				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(2))
+			// Three invoke permissions (the API function, the authorizer
+			// once per authorizer), each scoped to this API.
+			assert(t, "three permissions", func() {
+				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(3))
 				for _, name := range []string{"api", "authorizer"} {
 					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
 						"Principal": "apigateway.amazonaws.com", "Action": "lambda:InvokeFunction",

@@ -123,6 +123,16 @@ func Generate() string {
 	return "cw_" + hex.EncodeToString(b)
 }
 
+// NotificationTokenHeader is the header A2A 0.3 push senders authenticate
+// with: the token of the push notification config, sent as is (no
+// "Bearer " prefix). It is accepted only where an A2A push lands (the
+// /a2a route), as the same credential as a bearer token (PushCredential).
+const NotificationTokenHeader = "X-A2A-Notification-Token"
+
+// PushRoute is the one route (method and path pattern, as API Gateway
+// spells a route key) that takes NotificationTokenHeader.
+const PushRoute = "POST /v1/agents/{agentId}/a2a"
+
 // Authenticate returns the principal of an Authorization header value, or
 // false. Every entry is compared, in constant time, whatever matches.
 func (a *Authenticator) Authenticate(header string) (*Principal, bool) {

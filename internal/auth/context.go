@@ -77,6 +77,20 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (*Principal, bool) 
 	return a.Authenticate(r.Header.Get("Authorization"))
 }
 
+// PushCredential returns the credential of a request to a route where A2A
+// pushes land, as an Authorization header value: the Authorization header
+// when there is one (it alone counts then, valid or not), else the
+// NotificationTokenHeader's token as a bearer token, else "".
+func PushCredential(authorization, notificationToken string) string {
+	if authorization != "" {
+		return authorization
+	}
+	if notificationToken != "" {
+		return "Bearer " + notificationToken
+	}
+	return ""
+}
+
 // Parse builds an authenticator from a tokens file's content (see File). A
 // malformed file or entry is an error naming it.
 func Parse(raw []byte) (*Authenticator, error) {

@@ -55,7 +55,9 @@ type Authorizer struct {
 }
 
 // Handle authenticates the request's bearer token (the authorizer's
-// identity source, the Authorization header). A known token is authorised
+// identity source, the Authorization header; on the push route, which has
+// an authorizer without identity source, the Authorization header or else
+// the A2A 0.3 push sender's X-A2A-Notification-Token, see credential). A known token is authorised
 // with the principal in the context (auth.Principal.Context); an unknown,
 // malformed or missing one is refused. It returns an error only when no
 // tokens file could be read at all, which API Gateway answers with 500:
@@ -65,23 +67,36 @@ func (a *Authorizer) Handle(ctx context.Context, req events.APIGatewayV2CustomAu
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
-	header := ""
-	if len(req.IdentitySource) > 0 {
-		header = req.IdentitySource[0]
-	} else {
-		for k, v := range req.Headers {
-			if strings.EqualFold(k, "authorization") {
-				header = v
-			}
-		}
-	}
-	p, ok := authn.Authenticate(header)
+	p, ok := authn.Authenticate(credential(req))
 	if !ok {
 		// The token is never logged, not even in part.
 		a.log().Info("refused", "routeKey", req.RouteKey, "requestId", req.RequestContext.RequestID)
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: true, Context: p.Context()}, nil
+}
+
+// credential returns the request's credential as an Authorization header
+// value. The token authorizer's identity source is the Authorization header
+// (API Gateway sends its value, having refused a request without it). The
+// push route's authorizer has no identity source, because API Gateway
+// requires every listed source to be present and a push carries either
+// header: there the headers are read, and the notification token counts
+// only when no Authorization header was sent (auth.PushCredential).
+func credential(req events.APIGatewayV2CustomAuthorizerV2Request) string {
+	if len(req.IdentitySource) > 0 {
+		return req.IdentitySource[0]
+	}
+	var authorization, notification string
+	for k, v := range req.Headers {
+		switch {
+		case strings.EqualFold(k, "authorization"):
+			authorization = v
+		case strings.EqualFold(k, auth.NotificationTokenHeader) && req.RouteKey == auth.PushRoute:
+			notification = v
+		}
+	}
+	return auth.PushCredential(authorization, notification)
 }
 
 func (a *Authorizer) log() *slog.Logger {

@@ -231,3 +231,39 @@ func TestGateway(t *testing.T) {
 		t.Fatal("a plain request was authenticated")
 	}
 }
+
+// The push route's authorizer has no identity source: it reads the headers,
+// taking Authorization when present and else the A2A 0.3 push sender's
+// X-A2A-Notification-Token (a bare token). The notification token counts on
+// the push route only.
+func TestHandlePushRoute(t *testing.T) {
+	a := &authorizer.Authorizer{Load: func(context.Context) ([]byte, error) { return []byte(tokensFile), nil }, Log: quiet()}
+	cases := []struct {
+		name    string
+		route   string
+		headers map[string]string
+		ok      bool
+	}{
+		{"notification token", auth.PushRoute, map[string]string{"x-a2a-notification-token": "reader-token"}, true},
+		{"notification token, header name in any case", auth.PushRoute, map[string]string{"X-A2A-Notification-Token": "admin-token"}, true},
+		{"bearer token", auth.PushRoute, map[string]string{"authorization": "Bearer reader-token"}, true},
+		{"unknown notification token", auth.PushRoute, map[string]string{"x-a2a-notification-token": "nope"}, false},
+		{"notification token with a bearer prefix", auth.PushRoute, map[string]string{"x-a2a-notification-token": "Bearer reader-token"}, false},
+		{"bad bearer token wins over a good notification token", auth.PushRoute,
+			map[string]string{"authorization": "Bearer nope", "x-a2a-notification-token": "reader-token"}, false},
+		{"neither", auth.PushRoute, map[string]string{"content-type": "application/json"}, false},
+		{"notification token on another route", "GET /v1/deadletters", map[string]string{"x-a2a-notification-token": "reader-token"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", Type: "REQUEST", RouteKey: c.route, Headers: c.headers}
+			res, err := a.Handle(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsAuthorized != c.ok {
+				t.Fatalf("isAuthorized = %v, want %v", res.IsAuthorized, c.ok)
+			}
+		})
+	}
+}

@@ -87,19 +87,23 @@ func canceled(state string) bool {
 	return s == "task_state_canceled" || s == "canceled" || s == "cancelled"
 }
 
-// activated reports whether the request activated the extension, through
-// A2A-Extensions or its older X-A2A-Extensions spelling.
-func activated(r *http.Request) bool {
+// activations returns the headers through which the request activated the
+// extension: A2A-Extensions (1.0) and its 0.3 spelling X-A2A-Extensions,
+// each when it names the extension's URI.
+func activations(r *http.Request) []string {
+	var out []string
 	for _, h := range []string{"A2A-Extensions", "X-A2A-Extensions"} {
+	values:
 		for _, v := range r.Header.Values(h) {
 			for _, u := range strings.Split(v, ",") {
 				if strings.TrimSpace(u) == expect.URI {
-					return true
+					out = append(out, h)
+					break values
 				}
 			}
 		}
 	}
-	return false
+	return out
 }
 
 type a2aResult struct {
@@ -120,11 +124,15 @@ type factOutcomeJSON struct {
 // message, facts in artifacts and messages, withdrawals in artifacts, and a
 // canceled task status, which withdraws the task's open expectations.
 // The metadata is read whether or not the extension was activated (the
-// data is keyed by the extension URI); the response echoes A2A-Extensions
-// when it was.
+// data is keyed by the extension URI); when it was, the response echoes the
+// activation as A2A-Extensions and also in the spelling the request used
+// (X-A2A-Extensions for an A2A 0.3 client).
 func (h *Handler) a2a(w http.ResponseWriter, r *http.Request) error {
-	if activated(r) {
+	if act := activations(r); len(act) > 0 {
 		w.Header().Set("A2A-Extensions", expect.URI)
+		for _, hdr := range act {
+			w.Header().Set(hdr, expect.URI)
+		}
 	}
 	b, err := h.readBody(r)
 	if err != nil {

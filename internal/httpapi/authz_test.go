@@ -141,22 +141,39 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 		token string
 		// want: "401", "403" or "allowed"
 		want func(c authzCase) string
+		// notification sends token as the A2A 0.3 push sender does, in
+		// X-A2A-Notification-Token instead of Authorization.
+		notification bool
 	}
+	push := func(c authzCase) bool { return c.pattern == auth.PushRoute }
 	callers := []caller{
-		{"no token", "", func(c authzCase) string { return pick(c.public, "allowed", "401") }},
+		// Behind API Gateway the push route's authorizer has no identity
+		// source (a push carries either header), so API Gateway invokes it
+		// and its refusal is a 403.
+		{name: "no token", want: func(c authzCase) string { return pick(c.public, "allowed", pick(aws && push(c), "403", "401")) }},
 		// Behind API Gateway, the Lambda authorizer's refusal is a 403
 		// (HTTP APIs cannot answer it otherwise).
-		{"bad token", badToken, func(c authzCase) string { return pick(c.public, "allowed", pick(aws, "403", "401")) }},
+		{name: "bad token", token: badToken, want: func(c authzCase) string { return pick(c.public, "allowed", pick(aws, "403", "401")) }},
+		// The notification token is a credential on the push route only.
+		{name: "notification token", token: allToken, notification: true, want: func(c authzCase) string {
+			return pick(c.public || push(c), "allowed", "401")
+		}},
+		{name: "bad notification token", token: badToken, notification: true, want: func(c authzCase) string {
+			return pick(c.public, "allowed", pick(aws && push(c), "403", "401"))
+		}},
+		{name: "scope read as notification token", token: scopeToken(auth.Read), notification: true, want: func(c authzCase) string {
+			return pick(c.public || (push(c) && c.scope == auth.Read), "allowed", pick(push(c), "403", "401"))
+		}},
 	}
 	for _, s := range auth.AllScopes {
 		s := s
-		callers = append(callers, caller{"scope " + string(s), scopeToken(s), func(c authzCase) string {
+		callers = append(callers, caller{name: "scope " + string(s), token: scopeToken(s), want: func(c authzCase) string {
 			return pick(c.public || c.scope == s, "allowed", "403")
 		}})
 	}
 	callers = append(callers,
-		caller{"token for another agent", otherToken, func(c authzCase) string { return pick(c.bound, "403", "allowed") }},
-		caller{"every scope", allToken, func(c authzCase) string { return "allowed" }},
+		caller{name: "token for another agent", token: otherToken, want: func(c authzCase) string { return pick(c.bound, "403", "allowed") }},
+		caller{name: "every scope", token: allToken, want: func(c authzCase) string { return "allowed" }},
 	)
 
 	n := 0
@@ -170,7 +187,14 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 					body = c.body(f)
 				}
 				path := strings.ReplaceAll(c.path, "{vid}", f.verificationID)
-				a := do(h, c.method, path, cl.token, body)
+				hdr := http.Header{}
+				switch {
+				case cl.notification:
+					hdr.Set(auth.NotificationTokenHeader, cl.token)
+				case cl.token != "":
+					hdr.Set("Authorization", "Bearer "+cl.token)
+				}
+				a := doHeaders(h, c.method, path, hdr, body)
 				got := "allowed"
 				switch a.status {
 				case http.StatusUnauthorized:
@@ -193,7 +217,7 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 					t.Fatalf("%s %s: status %d (%s), want %s: %s", c.method, path, a.status, got, want, a.body)
 				}
 				byGateway := a.header.Get(answeredBy) == "gateway"
-				if byGateway && (!aws || cl.token == allToken || cl.token == otherToken) {
+				if byGateway && (!aws || ((cl.token == allToken || cl.token == otherToken) && !cl.notification)) {
 					t.Fatalf("the gateway refused a request the API function should have answered: %d %s", a.status, a.body)
 				}
 				if (got == "401" || got == "403") && !byGateway {

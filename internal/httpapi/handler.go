@@ -53,6 +53,10 @@ type route struct {
 	Agent bool
 	// Eval routes belong to the evaluation loop and exist only when it does.
 	Eval bool
+	// Push routes are where A2A pushes land: they also take the A2A 0.3
+	// push sender's X-A2A-Notification-Token as the credential
+	// (auth.PushCredential).
+	Push bool
 	fn   func(http.ResponseWriter, *http.Request) error
 }
 
@@ -71,7 +75,7 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", Scope: auth.ExpectationsWrite, Agent: true, fn: h.redeliver},
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
-		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, fn: h.a2a},
+		{Pattern: auth.PushRoute, Agent: true, Push: true, fn: h.a2a},
 		{Pattern: "GET /v1/deadletters", Scope: auth.Read, fn: h.deadLetters},
 		{Pattern: "POST /v1/anticipations", Scope: auth.AnticipationsWrite, Eval: true, fn: h.declare},
 		{Pattern: "PUT /v1/anticipations/{id}", Scope: auth.AnticipationsWrite, Eval: true, fn: h.replace},
@@ -103,6 +107,8 @@ func New(w *watcher.Service, eval *evaluation.Service, a Authenticator, log *slo
 					writeError(w, r, h.Log, err)
 				}
 			})
+		case rt.Agent && rt.Push:
+			mux.Handle(rt.Pattern, pushCredential(h.agent(rt.Scope, rt.fn)))
 		case rt.Agent:
 			mux.Handle(rt.Pattern, h.agent(rt.Scope, rt.fn))
 		default:
@@ -195,6 +201,23 @@ func (h *Handler) authed(scope auth.Scope, fn func(http.ResponseWriter, *http.Re
 		if err := fn(w, r); err != nil {
 			writeError(w, r, h.Log, err)
 		}
+	})
+}
+
+// pushCredential lets next authenticate a request that carries its token in
+// auth.NotificationTokenHeader instead of Authorization (as A2A 0.3 push
+// senders do): the token is presented to the authenticator as the bearer
+// token. A request with an Authorization header is authenticated by that
+// header alone.
+func pushCredential(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			if c := auth.PushCredential("", r.Header.Get(auth.NotificationTokenHeader)); c != "" {
+				r = r.Clone(r.Context())
+				r.Header.Set("Authorization", c)
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -76,13 +76,22 @@ type answer struct {
 
 // do serves one request in-process ("" token sends none).
 func do(h http.Handler, method, path, token string, body []byte) answer {
+	hdr := http.Header{}
+	if token != "" {
+		hdr.Set("Authorization", "Bearer "+token)
+	}
+	return doHeaders(h, method, path, hdr, body)
+}
+
+// doHeaders serves one request with the given headers in-process.
+func doHeaders(h http.Handler, method, path string, hdr http.Header, body []byte) answer {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req := httptest.NewRequest(method, path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

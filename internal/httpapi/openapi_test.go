@@ -152,6 +152,19 @@ func TestOpenAPIOperations(t *testing.T) {
 		}
 		ids[op.OperationID] = rt.Pattern
 		public := op.Security != nil && len(*op.Security) == 0
+		if rt.Push {
+			found := false
+			if op.Security != nil {
+				for _, req := range *op.Security {
+					if _, ok := req["a2aNotificationToken"]; ok {
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s: takes X-A2A-Notification-Token but does not document the a2aNotificationToken scheme", rt.Pattern)
+			}
+		}
 		if public != rt.Public {
 			t.Errorf("%s: documented public=%v, served public=%v", rt.Pattern, public, rt.Public)
 		}
