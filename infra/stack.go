@@ -23,7 +23,6 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -61,6 +60,11 @@ var Routes = []Route{
 	{"POST", "/v1/verifications/{verificationId}/grades", false},
 	{"GET", "/v1/keys/verify", false},
 }
+
+// PushRoute is the route where A2A pushes land, which takes the A2A 0.3
+// X-A2A-Notification-Token as well (auth.PushRoute; a test keeps the two
+// equal: importing internal/auth here would link net into the CDK app).
+const PushRoute = "POST /v1/agents/{agentId}/a2a"
 
 // AuthorizerCacheTTLS is how long API Gateway reuses the authorizer's answer
 // for one Authorization header. With the authorizer's own refresh of the
@@ -428,7 +432,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		}
 		switch {
 		case r.Public:
-		case r.Method+" "+r.Path == auth.PushRoute:
+		case r.Method+" "+r.Path == PushRoute:
 			opts.Authorizer = pushAuthz
 		default:
 			opts.Authorizer = authz

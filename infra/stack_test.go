@@ -232,6 +232,9 @@ func TestHTTPAPI(t *testing.T) {
 					"AuthorizerUri": like(obj{"Fn::Join": arrayWith(arrayWith(getAtt(fnID(t, tj, "authorizer", stage), "Arn")))}),
 				})
 			})
+			if PushRoute != auth.PushRoute {
+				t.Errorf("PushRoute %q is not auth.PushRoute %q", PushRoute, auth.PushRoute)
+			}
 			if n := len(resources(tj, "AWS::ApiGatewayV2::Authorizer")); n != 2 {
 				t.Errorf("%d authorizers, want 2 (tokens, push)", n)
 			}
@@ -257,7 +260,7 @@ func TestHTTPAPI(t *testing.T) {
 					if authType != nil && authType != "NONE" {
 						t.Errorf("public route %s has authorization %v", key, authType)
 					}
-				} else if key == auth.PushRoute {
+				} else if key == PushRoute {
 					if authType != "CUSTOM" || !strings.Contains(authID, pushAuthzID) {
 						t.Errorf("route %s: authorization %v by %s, want CUSTOM by the push authorizer", key, authType, authID)
 					}

@@ -75,7 +75,7 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", Scope: auth.ExpectationsWrite, Agent: true, fn: h.redeliver},
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
-		{Pattern: auth.PushRoute, Agent: true, Push: true, fn: h.a2a},
+		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, Push: true, fn: h.a2a},
 		{Pattern: "GET /v1/deadletters", Scope: auth.Read, fn: h.deadLetters},
 		{Pattern: "POST /v1/anticipations", Scope: auth.AnticipationsWrite, Eval: true, fn: h.declare},
 		{Pattern: "PUT /v1/anticipations/{id}", Scope: auth.AnticipationsWrite, Eval: true, fn: h.replace},

@@ -152,6 +152,9 @@ func TestOpenAPIOperations(t *testing.T) {
 		}
 		ids[op.OperationID] = rt.Pattern
 		public := op.Security != nil && len(*op.Security) == 0
+		if rt.Push != (rt.Pattern == auth.PushRoute) {
+			t.Errorf("%s: Push is %v; auth.PushRoute (the route the authorizers take the notification token on) is %s", rt.Pattern, rt.Push, auth.PushRoute)
+		}
 		if rt.Push {
 			found := false
 			if op.Security != nil {
