@@ -419,7 +419,7 @@ func apiEvents(t testing.TB) []apiEvent {
 		return m
 	}
 	event := func(id, typ, ts string, fields ...any) map[string]any {
-		m := map[string]any{"event_id": id, "event_type": typ, "timestamp": ts}
+		m := map[string]any{"event_id": id, "message_type": typ, "timestamp": ts}
 		for i := 0; i+1 < len(fields); i += 2 {
 			m[fields[i].(string)] = fields[i+1]
 		}

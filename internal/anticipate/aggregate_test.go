@@ -49,8 +49,8 @@ func TestAggregateMatchesBuildEnv(t *testing.T) {
 	}
 	// A later observation of the same call and arguments replaces the earlier.
 	var agg Aggregate
-	e1, _ := ValidateEvent([]byte(`{"event_id":"o1","event_type":"OUTCOME","timestamp":"2026-06-24T10:00:00Z","observations":[{"call":"f","args":["a"],"value":1}]}`))
-	e2, _ := ValidateEvent([]byte(`{"event_id":"o2","event_type":"OUTCOME","timestamp":"2026-06-24T10:00:01Z","observations":[{"call":"f","args":["a"],"value":2}]}`))
+	e1, _ := ValidateEvent([]byte(`{"event_id":"o1","message_type":"OUTCOME","timestamp":"2026-06-24T10:00:00Z","observations":[{"call":"f","args":["a"],"value":1}]}`))
+	e2, _ := ValidateEvent([]byte(`{"event_id":"o2","message_type":"OUTCOME","timestamp":"2026-06-24T10:00:01Z","observations":[{"call":"f","args":["a"],"value":2}]}`))
 	agg.Add(e1)
 	agg.Add(e2)
 	if len(agg.Observations) != 1 {

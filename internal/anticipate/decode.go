@@ -221,3 +221,71 @@ func (o *object) enum(key string, values ...string) string {
 	o.c.Add(o.at(key), "must be one of %s, got %q", strings.Join(values, ", "), s)
 	return ""
 }
+
+// MaxExtraFields bounds the fields a message may carry beyond those the
+// server interprets (at the top level of an execution event or an
+// ANTICIPATE). Their values are bounded only by the limits on the whole
+// message (body size, nesting, the store's item size).
+const MaxExtraFields = 64
+
+// extras checks the members of o that are not in known: fields the server
+// does not interpret, kept verbatim in the message's raw bytes (and so
+// covered by its digest) but never read. It records an error for a name
+// that is not a valid identifier (1 to MaxIDLen bytes, no control
+// characters), a name equal to a known one (or to one of also) but for
+// letter case (a reader that matches names case-insensitively, as
+// encoding/json does, would take it for that field, so the signed bytes and
+// their meaning could disagree), and for more than MaxExtraFields of them.
+// It returns their names, sorted.
+func (o *object) extras(known []string, also ...string) []string {
+	var names []string
+	for k := range o.m {
+		if !contains(known, k) && !contains(also, k) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if msg := checkID(k); msg != "" {
+			o.c.Add(o.at(truncate(k, 64)), "is not a known field, and as a field name it %s", msg)
+			continue
+		}
+		for _, n := range append(append([]string(nil), known...), also...) {
+			if strings.EqualFold(k, n) {
+				o.c.Add(o.at(k), "is not a known field: it differs from %s only in letter case (field names match exactly)", n)
+				break
+			}
+		}
+	}
+	if len(names) > MaxExtraFields {
+		o.c.Add(o.path, "has %d fields the server does not interpret; at most %d are kept", len(names), MaxExtraFields)
+	}
+	return names
+}
+
+// enumFold decodes a required string member that must be one of values,
+// matched without regard to letter case; it returns the value as listed
+// in values.
+func (o *object) enumFold(key string, values ...string) string {
+	s := o.str(key, true, 64)
+	if s == "" {
+		return ""
+	}
+	for _, v := range values {
+		if strings.EqualFold(s, v) {
+			return v
+		}
+	}
+	o.c.Add(o.at(key), "must be one of %s (any letter case), got %q", strings.Join(values, ", "), s)
+	return ""
+}
+
+// onlyBecause is only, with the reason an unknown field is refused added
+// to each error.
+func (o *object) onlyBecause(reason string, allowed ...string) {
+	before := len(o.c.List)
+	o.only(allowed...)
+	for i := before; i < len(o.c.List); i++ {
+		o.c.List[i].Message += ": " + reason
+	}
+}

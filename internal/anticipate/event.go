@@ -3,6 +3,8 @@ package anticipate
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -23,8 +25,9 @@ const (
 	PlanComplete EventType = "PLAN_COMPLETE"
 )
 
-// Tool result statuses. error_count counts every TOOL_RESULT whose status
-// is not ToolSuccess.
+// Tool result statuses, matched without regard to letter case ("success"
+// is SUCCESS) and kept in Event.Status in these upper-case forms.
+// error_count counts every TOOL_RESULT whose status is not ToolSuccess.
 const (
 	ToolSuccess = "SUCCESS"
 	ToolError   = "ERROR"
@@ -40,29 +43,45 @@ const (
 	MaxObsArgs      = 32   // arguments of one observation
 )
 
-// Event is a validated execution event of a plan. Raw is the event exactly
-// as received; the chain digest covers Raw. Obtain one from ValidateEvent.
+// Event is a validated execution event of a plan: an RFC-032 message whose
+// message_type is one of the six event types. Raw is the event exactly as
+// received, fields the server does not interpret included; the chain
+// digest covers Raw. Obtain one from ValidateEvent.
 type Event struct {
+	ProtocolVersion string                  `json:"protocol_version,omitempty"`  // AIGP protocol version, optional, as sent
 	EventID         string                  `json:"event_id"`                    // unique per plan; repeats are idempotent
-	EventType       EventType               `json:"event_type"`                  // one of the six event types
+	EventType       EventType               `json:"message_type"`                // one of the six event types
 	PlanID          string                  `json:"plan_id,omitempty"`           // the plan; see BindPlan
 	Timestamp       string                  `json:"timestamp"`                   // RFC 3339, as sent
 	Tool            string                  `json:"tool,omitempty"`              // TOOL_REQUEST, TOOL_RESULT
 	Arguments       json.RawMessage         `json:"arguments,omitempty"`         // TOOL_REQUEST: a JSON object
-	Status          string                  `json:"status,omitempty"`            // TOOL_RESULT: SUCCESS, ERROR, TIMEOUT, DENIED
+	Status          string                  `json:"status,omitempty"`            // TOOL_RESULT: SUCCESS, ERROR, TIMEOUT, DENIED (upper-cased)
 	Variables       map[string]any          `json:"variables,omitempty"`         // OUTCOME: assertion variables
 	Observations    []assertion.Observation `json:"observations,omitempty"`      // OUTCOME: observed call results
 	ScopeEnvelopeID string                  `json:"scope_envelope_id,omitempty"` // optional context
 	SessionID       string                  `json:"session_id,omitempty"`        // optional context
 	AgentID         string                  `json:"agent_id,omitempty"`          // optional context
 
+	// Extra names the fields the server does not interpret, sorted; they
+	// are kept in Raw.
+	Extra []string `json:"-"`
 	// Raw is the event as received.
 	Raw json.RawMessage `json:"-"`
 	// At is Timestamp parsed, in UTC.
 	At time.Time `json:"-"`
 }
 
-var commonEventFields = []string{"event_id", "event_type", "plan_id", "timestamp",
+// LegacyTypeField is the name this API used for the event type before
+// events became RFC-032 messages; an event that sends it is refused with
+// a message saying to send message_type instead.
+const LegacyTypeField = "event_type"
+
+// ProtocolVersionField is the RFC-032 protocol version field of every
+// message: required on an ANTICIPATE, optional on an execution event, kept
+// as sent.
+const ProtocolVersionField = "protocol_version"
+
+var commonEventFields = []string{ProtocolVersionField, "message_type", "event_id", "plan_id", "timestamp",
 	"scope_envelope_id", "session_id", "agent_id"}
 
 var eventFields = map[EventType][]string{
@@ -74,6 +93,9 @@ var eventFields = map[EventType][]string{
 	PlanComplete: nil,
 }
 
+var eventTypes = []string{string(ToolRequest), string(ToolResult), string(StepComplete),
+	string(Escalation), string(Outcome), string(PlanComplete)}
+
 // SealsOn reports whether storing an event of type t seals every
 // ANTICIPATE bound to its plan: true for TOOL_REQUEST and STEP_COMPLETE
 // (RFC-032 section 3.5), false for every other value.
@@ -81,20 +103,32 @@ func SealsOn(t EventType) bool {
 	return t == ToolRequest || t == StepComplete
 }
 
-// ValidateEvent decodes and validates an execution event. It returns an
-// *errs.Error with Code errs.Invalid, naming each failing field by JSON
-// path, when raw is not a canonicalizable JSON object; event_id, event_type
-// or timestamp is missing; event_type is not one of the six types; the
-// timestamp is not RFC 3339; an id is empty, longer than 128 bytes or has
-// control characters; a field is unknown or not allowed on that event type
-// (TOOL_REQUEST: tool, arguments; TOOL_RESULT: tool, status; OUTCOME:
-// variables, observations; the others none beyond the common ones);
-// TOOL_REQUEST or TOOL_RESULT lacks tool; TOOL_RESULT lacks status or it is
-// not SUCCESS, ERROR, TIMEOUT or DENIED; arguments or variables is not an
-// object; or an observation lacks call or value, has args that are not an
-// array, or the limits on variables and observations are exceeded.
-// plan_id is optional because the plan is usually named by the URL; see
-// BindPlan.
+// ValidateEvent decodes and validates an execution event, an RFC-032
+// message such as {"protocol_version":"4.1","message_type":"TOOL_REQUEST",
+// "event_id":…,"timestamp":…,"tool":…,"arguments":…}. Fields the server
+// does not interpret (trace ids, model names, costs) are kept in Raw and
+// named in Extra; the fields it interprets are validated strictly.
+//
+// It returns an *errs.Error with Code errs.Invalid, naming each failing
+// field by JSON path, when raw is not a canonicalizable JSON object; it
+// carries event_type (the type is named by message_type; the error says
+// so, also when message_type is present too); event_id, message_type or
+// timestamp is missing; message_type is not one of the six types (exact
+// upper case); protocol_version is present but not a non-empty string of
+// at most 32 bytes; the timestamp is not RFC 3339; an id is empty, longer
+// than 128 bytes or has control characters; a field interpreted on another
+// event type is sent on this one (TOOL_REQUEST: tool, arguments;
+// TOOL_RESULT: tool, status; OUTCOME: variables, observations; the others
+// none beyond the common ones), since it would be ignored; TOOL_REQUEST or
+// TOOL_RESULT lacks tool; TOOL_RESULT lacks status or it is not SUCCESS,
+// ERROR, TIMEOUT or DENIED in any letter case; arguments or variables is
+// not an object; an observation lacks call or value, has args that are not
+// an array, or has a field other than call, args and value; the limits on
+// variables and observations are exceeded; or a field the server does not
+// interpret has a name that is not a valid identifier or equals an
+// interpreted one but for letter case, or there are more than
+// MaxExtraFields of them. plan_id is optional because the plan is usually
+// named by the URL; see BindPlan.
 func ValidateEvent(raw []byte) (*Event, error) {
 	if _, err := Canonical(raw); err != nil {
 		return nil, err
@@ -105,9 +139,25 @@ func ValidateEvent(raw []byte) (*Event, error) {
 		return nil, errs.E(errs.Invalid, "an execution event must be a JSON object")
 	}
 	e := &Event{Raw: append(json.RawMessage(nil), raw...)}
+	legacy, legacySent := o.m[LegacyTypeField]
+	if legacySent {
+		c.Add(LegacyTypeField, "is not accepted: an execution event is an RFC-032 message and names its type "+
+			"with message_type (send \"message_type\": %s)%s", legacyTypeValue(legacy), alsoSent(o))
+	}
+	if o.get(ProtocolVersionField) != nil {
+		e.ProtocolVersion = o.str(ProtocolVersionField, false, MaxVersionLen)
+	}
+	switch mt := o.get("message_type"); {
+	case mt == nil && legacySent:
+		// The event_type error already says to send message_type.
+	case isString(mt, MessageTypeAnticipate):
+		c.Add("message_type", "is ANTICIPATE, which is not an execution event: declare it with POST /v1/anticipations")
+	case isString(mt, MessageTypeVerify):
+		c.Add("message_type", "is VERIFY, which is not an execution event: the server produces VERIFY messages")
+	default:
+		e.EventType = EventType(o.enum("message_type", eventTypes...))
+	}
 	e.EventID = o.id("event_id", true)
-	e.EventType = EventType(o.enum("event_type", string(ToolRequest), string(ToolResult),
-		string(StepComplete), string(Escalation), string(Outcome), string(PlanComplete)))
 	e.PlanID = o.id("plan_id", false)
 	e.ScopeEnvelopeID = o.id("scope_envelope_id", false)
 	e.SessionID = o.id("session_id", false)
@@ -121,18 +171,18 @@ func ValidateEvent(raw []byte) (*Event, error) {
 			e.At = t
 		}
 	}
+	interpreted := allFields()
 	if extra, known := eventFields[e.EventType]; known {
 		allowed := append(append([]string(nil), commonEventFields...), extra...)
-		for k := range o.m {
-			if !contains(allowed, k) && contains(allFields(), k) {
-				c.Add(k, "is not allowed on a %s event", e.EventType)
+		for _, k := range interpreted {
+			if _, sent := o.m[k]; sent && !contains(allowed, k) {
+				c.Add(k, "is not allowed on a %s event: the server reads it only on %s events, so here it would be ignored",
+					e.EventType, typesReading(k))
 				delete(o.m, k)
 			}
 		}
-		o.only(allowed...)
-	} else {
-		o.only(allFields()...)
 	}
+	e.Extra = o.extras(interpreted, LegacyTypeField)
 
 	switch e.EventType {
 	case ToolRequest:
@@ -144,7 +194,7 @@ func ValidateEvent(raw []byte) (*Event, error) {
 		}
 	case ToolResult:
 		e.Tool = o.str("tool", true, MaxToolLen)
-		e.Status = o.enum("status", ToolSuccess, ToolError, ToolTimeout, ToolDenied)
+		e.Status = o.enumFold("status", ToolSuccess, ToolError, ToolTimeout, ToolDenied)
 	case Outcome:
 		e.Variables = decodeVariables(&c, o)
 		e.Observations = decodeObservations(&c, o)
@@ -155,6 +205,42 @@ func ValidateEvent(raw []byte) (*Event, error) {
 	return e, nil
 }
 
+// isString reports whether raw is the JSON string s.
+func isString(raw json.RawMessage, s string) bool {
+	var v string
+	return raw != nil && json.Unmarshal(raw, &v) == nil && v == s
+}
+
+// legacyTypeValue is the value to suggest for message_type in place of an
+// event_type value: the value itself when it names an event type.
+func legacyTypeValue(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil && contains(eventTypes, s) {
+		return strconv.Quote(s)
+	}
+	return "one of " + strings.Join(eventTypes, ", ")
+}
+
+// alsoSent adds to the event_type error that message_type was sent too.
+func alsoSent(o *object) string {
+	if o.get("message_type") != nil {
+		return "; this event also has message_type, so its type would be ambiguous: remove event_type"
+	}
+	return ""
+}
+
+// typesReading lists the event types on which field k is interpreted.
+func typesReading(k string) string {
+	var out []string
+	for _, t := range eventTypes {
+		if contains(eventFields[EventType(t)], k) {
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, " and ")
+}
+
+// allFields lists every field the server interprets on some event type.
 func allFields() []string {
 	return append(append([]string(nil), commonEventFields...),
 		"tool", "arguments", "status", "variables", "observations")

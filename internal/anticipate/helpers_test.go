@@ -135,16 +135,16 @@ func seedEvents(t testing.TB, steps int, removed bool, obs []map[string]any) [][
 	tools := []string{"iam_create_user", "iam_add_user_to_group", "iam_attach_policy", "iam_tag_user"}
 	for i := 0; i < steps; i++ {
 		tool := tools[i%len(tools)]
-		add(map[string]any{"event_type": "TOOL_REQUEST", "tool": tool, "arguments": map[string]any{"user": "alice"}})
-		add(map[string]any{"event_type": "TOOL_RESULT", "tool": tool, "status": "SUCCESS"})
-		add(map[string]any{"event_type": "STEP_COMPLETE"})
+		add(map[string]any{"message_type": "TOOL_REQUEST", "tool": tool, "arguments": map[string]any{"user": "alice"}})
+		add(map[string]any{"message_type": "TOOL_RESULT", "tool": tool, "status": "SUCCESS"})
+		add(map[string]any{"message_type": "STEP_COMPLETE"})
 	}
 	if removed {
-		add(map[string]any{"event_type": "TOOL_REQUEST", "tool": "iam_remove_user"})
-		add(map[string]any{"event_type": "TOOL_RESULT", "tool": "iam_remove_user", "status": "SUCCESS"})
+		add(map[string]any{"message_type": "TOOL_REQUEST", "tool": "iam_remove_user"})
+		add(map[string]any{"message_type": "TOOL_RESULT", "tool": "iam_remove_user", "status": "SUCCESS"})
 	}
-	add(map[string]any{"event_type": "OUTCOME", "variables": map[string]any{"target_username": "alice"}, "observations": obs})
-	add(map[string]any{"event_type": "PLAN_COMPLETE"})
+	add(map[string]any{"message_type": "OUTCOME", "variables": map[string]any{"target_username": "alice"}, "observations": obs})
+	add(map[string]any{"message_type": "PLAN_COMPLETE"})
 	return out
 }
 

@@ -119,7 +119,8 @@ type GradingPolicy struct {
 }
 
 // Anticipation is a validated ANTICIPATE message (RFC-032 section 3.1) plus
-// the optional "emitter". Raw is the message exactly as received; the
+// the optional "emitter" and any top-level fields the server does not
+// interpret (Extra). Raw is the message exactly as received; the
 // d_dna_signature and every digest are computed from Raw, never from a
 // re-encoding of the struct. Obtain one from Validate.
 type Anticipation struct {
@@ -137,6 +138,9 @@ type Anticipation struct {
 	GradingPolicy   GradingPolicy `json:"grading_policy"`    // how they are scored
 	DDNASignature   string        `json:"d_dna_signature"`   // Digest of the message
 
+	// Extra names the top-level fields the server does not interpret,
+	// sorted; they are kept in Raw and covered by d_dna_signature.
+	Extra []string `json:"-"`
 	// Raw is the message as received.
 	Raw json.RawMessage `json:"-"`
 	// DeclaredAt is Timestamp parsed, in UTC.

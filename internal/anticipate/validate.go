@@ -17,6 +17,12 @@ var topLevelFields = []string{
 	"grading_policy", SignatureField,
 }
 
+// refusedInside says why an unknown field inside expectations or
+// grading_policy is refused while one at the top level is kept.
+const refusedInside = "unknown fields inside expectations and grading_policy are refused, " +
+	"since a grader that understood one could change what success means " +
+	"(unknown fields are kept only at the top level of the message)"
+
 var categoryKeys = []struct {
 	key      string
 	category Category
@@ -33,8 +39,12 @@ var categoryKeys = []struct {
 // field by JSON path (for example
 // "expectations.trajectory_criteria[0].assertion"), when: raw is empty, not
 // a JSON object, not canonicalizable under RFC 8785 (duplicate keys,
-// invalid UTF-8, out-of-range numbers); a field is unknown (at any level;
-// names match exactly, case included); a required field (protocol_version,
+// invalid UTF-8, out-of-range numbers); a field inside expectations or
+// grading_policy (criteria included) is unknown (names match exactly, case
+// included); a top-level field the server does not interpret (kept in Raw,
+// named in Extra, covered by d_dna_signature) has a name that is not a
+// valid identifier or equals a known one but for letter case, or there are
+// more than MaxExtraFields of them; a required field (protocol_version,
 // message_type, app_id, agent_id, anticipation_id, scope_envelope_id,
 // session_id, timestamp, expectations, grading_policy, d_dna_signature and
 // every field of a criterion and of the policy) is absent, null or empty;
@@ -58,9 +68,8 @@ func Validate(raw []byte) (*Anticipation, error) {
 	if !ok {
 		return nil, errs.E(errs.Invalid, "an ANTICIPATE message must be a JSON object")
 	}
-	top.only(topLevelFields...)
-
 	a := &Anticipation{Raw: append(json.RawMessage(nil), raw...)}
+	a.Extra = top.extras(topLevelFields)
 	a.ProtocolVersion = top.str("protocol_version", true, MaxVersionLen)
 	a.MessageType = top.str("message_type", true, 64)
 	if a.MessageType != "" && a.MessageType != MessageTypeAnticipate {
@@ -126,7 +135,7 @@ func decodePolicy(c *errs.Collector, top *object, p *GradingPolicy) bool {
 		return false
 	}
 	before := len(c.List)
-	o.only("grader_type", "passing_threshold", "weighted_scoring", "fail_on_any_anti_criteria")
+	o.onlyBecause(refusedInside, "grader_type", "passing_threshold", "weighted_scoring", "fail_on_any_anti_criteria")
 	p.GraderType = GraderType(o.enum("grader_type", string(GraderCode), string(GraderModel),
 		string(GraderHuman), string(GraderComposite)))
 	p.PassingThreshold, _ = o.unit("passing_threshold")
@@ -144,7 +153,7 @@ func decodeExpectations(c *errs.Collector, top *object, a *Anticipation, policyO
 		return
 	}
 	before := len(c.List)
-	o.only("outcome_criteria", "trajectory_criteria", "anti_criteria")
+	o.onlyBecause(refusedInside, "outcome_criteria", "trajectory_criteria", "anti_criteria")
 	seen := map[string]string{} // criterion id -> path of its first use
 	a.programs = Programs{}
 	total := 0
@@ -237,7 +246,7 @@ func decodeCriterion(c *errs.Collector, path string, raw json.RawMessage) (Crite
 	if !ok {
 		return cr, false
 	}
-	o.only("criterion_id", "description", "measurement", "assertion", "weight")
+	o.onlyBecause(refusedInside, "criterion_id", "description", "measurement", "assertion", "weight")
 	cr.CriterionID = o.id("criterion_id", true)
 	cr.Description = o.str("description", true, MaxDescriptionLen)
 	cr.Measurement = Measurement(o.enum("measurement", string(Deterministic), string(Heuristic), string(Human)))

@@ -190,13 +190,20 @@ func TestValidateInvalid(t *testing.T) {
 		{"id too long", func(m map[string]any) { m["anticipation_id"] = long }, "anticipation_id", "128 bytes"},
 		{"id with control char", func(m map[string]any) { m["agent_id"] = "a\tb" }, "agent_id", "control"},
 		{"id not a string", func(m map[string]any) { m["app_id"] = 7 }, "app_id", "string"},
-		{"unknown top-level field", func(m map[string]any) { m["priority"] = "high" }, "priority", "not a known field"},
 		{"field in other case", func(m map[string]any) { m["App_ID"] = m["app_id"]; delete(m, "app_id") }, "App_ID", "not a known field"},
+		{"extra field in another case of a known one", func(m map[string]any) { m["D_DNA_Signature"] = "x" }, "D_DNA_Signature", "differs from d_dna_signature only in letter case"},
+		{"extra field name with a control character", func(m map[string]any) { m["trace\u0001id"] = "x" }, "trace\u0001id", "control character"},
+		{"extra field name too long", func(m map[string]any) { m[long] = "x" }, long[:64] + "...", "longer than 128 bytes"},
+		{"too many extra fields", func(m map[string]any) {
+			for i := 0; i <= MaxExtraFields; i++ {
+				m[fmt.Sprintf("x_%03d", i)] = i
+			}
+		}, "", "at most 64 are kept"},
 		{"bad emitter", func(m map[string]any) { m["emitter"] = "developer" }, "emitter", "application"},
 		{"expectations not an object", func(m map[string]any) { m["expectations"] = []any{} }, "expectations", "object"},
 		{"unknown category", func(m map[string]any) {
 			m["expectations"].(map[string]any)["bonus_criteria"] = []any{}
-		}, "expectations.bonus_criteria", "not a known field"},
+		}, "expectations.bonus_criteria", "not a known field: unknown fields inside expectations and grading_policy are refused, since a grader that understood one could change what success means"},
 		{"category not an array", func(m map[string]any) {
 			m["expectations"].(map[string]any)["anti_criteria"] = map[string]any{}
 		}, "expectations.anti_criteria", "array"},
@@ -222,7 +229,7 @@ func TestValidateInvalid(t *testing.T) {
 		{"missing assertion", func(m map[string]any) { delete(crit(m, "trajectory_criteria", 0), "assertion") },
 			"expectations.trajectory_criteria[0].assertion", "required"},
 		{"unknown criterion field", func(m map[string]any) { crit(m, "outcome_criteria", 0)["severity"] = 1 },
-			"expectations.outcome_criteria[0].severity", "not a known field"},
+			"expectations.outcome_criteria[0].severity", "could change what success means"},
 		{"description too long", func(m map[string]any) {
 			crit(m, "outcome_criteria", 0)["description"] = strings.Repeat("d", MaxDescriptionLen+1)
 		}, "expectations.outcome_criteria[0].description", "4096 bytes"},
@@ -255,7 +262,7 @@ func TestValidateInvalid(t *testing.T) {
 		{"weighted_scoring missing", func(m map[string]any) { delete(policy(m), "weighted_scoring") }, "grading_policy.weighted_scoring", "required"},
 		{"weighted_scoring not bool", func(m map[string]any) { policy(m)["weighted_scoring"] = "yes" }, "grading_policy.weighted_scoring", "true or false"},
 		{"fail_on_any missing", func(m map[string]any) { delete(policy(m), "fail_on_any_anti_criteria") }, "grading_policy.fail_on_any_anti_criteria", "required"},
-		{"unknown policy field", func(m map[string]any) { policy(m)["curve"] = true }, "grading_policy.curve", "not a known field"},
+		{"unknown policy field", func(m map[string]any) { policy(m)["curve"] = true }, "grading_policy.curve", "not a known field: unknown fields inside expectations and grading_policy are refused"},
 		{"CODE with HEURISTIC", func(m map[string]any) { crit(m, "outcome_criteria", 1)["measurement"] = "HEURISTIC" },
 			"expectations.outcome_criteria[1].measurement", "CODE allows only DETERMINISTIC"},
 		{"CODE with HUMAN", func(m map[string]any) { crit(m, "anti_criteria", 0)["measurement"] = "HUMAN" },
@@ -467,5 +474,45 @@ func TestAnticipationMarshalJSON(t *testing.T) {
 	out, _ = json.Marshal(c)
 	if !strings.Contains(string(out), `"anticipation_id":"ant-20260624-001"`) || strings.Contains(string(out), "Raw") {
 		t.Errorf("fields encoding: %s", out)
+	}
+}
+
+// TestValidateKeepsTopLevelExtras: fields the server does not interpret at
+// the top level of an ANTICIPATE are accepted, kept byte for byte and
+// covered by d_dna_signature; inside expectations and grading_policy they
+// are refused (TestValidateInvalid).
+func TestValidateKeepsTopLevelExtras(t *testing.T) {
+	m := seedMap(t)
+	m["trace_id"] = "4bf92f3577b34da6a3ce929d0e0e4736"
+	m["x-cost"] = map[string]any{"usd": 0.0042, "tokens": []any{12, 7}}
+	m["note"] = nil
+	raw := signed(t, m)
+	a := mustValidate(t, raw)
+	if !bytes.Equal(a.Raw, raw) {
+		t.Errorf("raw not kept")
+	}
+	if want := []string{"note", "trace_id", "x-cost"}; fmt.Sprint(a.Extra) != fmt.Sprint(want) {
+		t.Errorf("Extra = %v; want %v", a.Extra, want)
+	}
+	out, err := json.Marshal(a)
+	if err != nil || !bytes.Contains(out, []byte(`"x-cost":{"tokens":[12,7],"usd":0.0042}`)) {
+		t.Errorf("marshalled without the extra fields: %s %v", out, err)
+	}
+	// The signature covers them: changing one without re-signing is refused.
+	tampered := bytes.Replace(raw, []byte(`0.0042`), []byte(`0.0043`), 1)
+	if _, err := Validate(tampered); fieldMessage(err, SignatureField) == "" {
+		t.Errorf("changed extra field kept its signature: %v", err)
+	}
+	// Exactly MaxExtraFields are accepted.
+	m = seedMap(t)
+	for i := 0; i < MaxExtraFields; i++ {
+		m[fmt.Sprintf("x_%03d", i)] = i
+	}
+	if a := mustValidate(t, signed(t, m)); len(a.Extra) != MaxExtraFields {
+		t.Errorf("%d extra fields", len(a.Extra))
+	}
+	// The seed itself has none.
+	if a := mustValidate(t, seedRaw(t)); a.Extra != nil {
+		t.Errorf("seed Extra = %v", a.Extra)
 	}
 }

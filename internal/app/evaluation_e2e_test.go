@@ -53,7 +53,7 @@ func variant(t *testing.T, antID, planID string, mut ...func(map[string]any)) []
 type evt map[string]any
 
 func event(id, typ string, fields ...any) evt {
-	e := evt{"event_id": id, "event_type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
+	e := evt{"event_id": id, "message_type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
 	for i := 0; i+1 < len(fields); i += 2 {
 		e[fields[i].(string)] = fields[i+1]
 	}
@@ -428,7 +428,7 @@ func scenarioEvaluationBadInput(t *testing.T) {
 	problem(t, e.must(404, e.call("POST", "/v1/executions/plan-nobody/events", event("x", "TOOL_REQUEST", "tool", "t", "arguments", map[string]any{}))))
 	e.must(403, e.call("POST", "/v1/anticipations", variant(t, "ant-o", "plan-o"), otherToken))
 	e.must(403, e.call("POST", "/v1/anticipations", variant(t, "ant-o", "plan-o"), readerToken))
-	problem(t, e.must(400, e.call("POST", "/v1/executions/plan-o/events", `{"event_id":"x","event_type":"DANCE","timestamp":"2026-01-01T00:00:00Z"}`)))
+	problem(t, e.must(400, e.call("POST", "/v1/executions/plan-o/events", `{"event_id":"x","message_type":"DANCE","timestamp":"2026-01-01T00:00:00Z"}`)))
 	e.must(404, e.call("POST", "/v1/verifications/vrf-nope/grades", map[string]any{"criterion_id": "x", "score": 1}))
 	// A plan belongs to one agent: another agent cannot bind to it.
 	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-own", "plan-own")))

@@ -76,14 +76,33 @@ type Execution struct {
 	Aggregate anticipate.Aggregate `json:"aggregate"`
 }
 
-// StoredEvent is one event of a plan's chain.
+// StoredEvent is one event of a plan's chain. Event is the event exactly
+// as received, fields the server does not interpret included.
 type StoredEvent struct {
 	Seq     int             `json:"seq"`
 	EventID string          `json:"event_id"`
-	Type    string          `json:"event_type"`
+	Type    string          `json:"message_type"`
 	Event   json.RawMessage `json:"event"`
 	Prev    string          `json:"prev"`
 	Digest  string          `json:"digest"`
+}
+
+// UnmarshalJSON decodes a stored event, also one stored before events were
+// RFC-032 messages, whose type was kept under "event_type".
+func (e *StoredEvent) UnmarshalJSON(b []byte) error {
+	type fields StoredEvent // without this method
+	var v struct {
+		fields
+		LegacyType string `json:"event_type"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = StoredEvent(v.fields)
+	if e.Type == "" {
+		e.Type = v.LegacyType
+	}
+	return nil
 }
 
 type eventIDRecord struct {

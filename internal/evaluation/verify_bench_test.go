@@ -55,7 +55,7 @@ func anticipation50(tb testing.TB, plan string) []byte {
 }
 
 func event(id int, typ string, fields map[string]any) []byte {
-	m := map[string]any{"event_id": fmt.Sprintf("ev-%06d", id), "event_type": typ,
+	m := map[string]any{"event_id": fmt.Sprintf("ev-%06d", id), "message_type": typ,
 		"timestamp": time.Date(2026, 6, 24, 10, 0, 0, 0, time.UTC).Add(time.Duration(id) * time.Millisecond).Format(time.RFC3339Nano)}
 	for k, v := range fields {
 		m[k] = v

@@ -67,7 +67,7 @@ func authzCases() []authzCase {
 		{name: "list verifications", pattern: "GET /v1/anticipations/{id}/verifications", method: "GET", path: "/v1/anticipations/ant-1/verifications", scope: auth.Read, bound: true},
 		{name: "append event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events", body: static(mustJSON(planEvents[0])), scope: auth.EventsWrite, bound: true},
 		{name: "append new event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events",
-			body: static(mustJSON(map[string]any{"event_id": "ev-late", "event_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true},
+			body: static(mustJSON(map[string]any{"event_id": "ev-late", "message_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true},
 		{name: "list events", pattern: "GET /v1/executions/{planId}/events", method: "GET", path: "/v1/executions/plan-1/events", scope: auth.Read, bound: true},
 		{name: "get verification", pattern: "GET /v1/verifications/{verificationId}", method: "GET", path: "/v1/verifications/{vid}", scope: auth.Read, bound: true},
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",

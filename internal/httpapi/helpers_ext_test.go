@@ -152,10 +152,10 @@ func anticipation(id, plan string) []byte {
 }
 
 var planEvents = []map[string]any{
-	{"event_id": "ev-1", "event_type": "STEP_COMPLETE", "timestamp": "2026-06-24T10:00:01Z"},
-	{"event_id": "ev-2", "event_type": "OUTCOME", "timestamp": "2026-06-24T10:00:02Z",
+	{"event_id": "ev-1", "message_type": "STEP_COMPLETE", "timestamp": "2026-06-24T10:00:01Z"},
+	{"event_id": "ev-2", "message_type": "OUTCOME", "timestamp": "2026-06-24T10:00:02Z",
 		"observations": []any{map[string]any{"call": "user_exists", "args": []any{"alice"}, "value": true}}},
-	{"event_id": "ev-3", "event_type": "PLAN_COMPLETE", "timestamp": "2026-06-24T10:00:03Z"},
+	{"event_id": "ev-3", "message_type": "PLAN_COMPLETE", "timestamp": "2026-06-24T10:00:03Z"},
 }
 
 // fixture is what seed created.

@@ -257,7 +257,7 @@ func limOutcomeCriteria(cs ...any) map[string]any {
 }
 
 func limEvent(id, typ string, fields map[string]any) map[string]any {
-	m := map[string]any{"event_id": id, "event_type": typ, "timestamp": "2026-06-24T10:00:01Z"}
+	m := map[string]any{"event_id": id, "message_type": typ, "timestamp": "2026-06-24T10:00:01Z"}
 	for k, v := range fields {
 		m[k] = v
 	}

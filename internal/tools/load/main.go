@@ -156,7 +156,7 @@ func main() {
 		n := 0
 		return func() int {
 			n++
-			b, _ := json.Marshal(map[string]any{"event_id": fmt.Sprintf("ev-%d", n), "event_type": "TOOL_REQUEST",
+			b, _ := json.Marshal(map[string]any{"event_id": fmt.Sprintf("ev-%d", n), "message_type": "TOOL_REQUEST",
 				"timestamp": expect.FormatTime(time.Now()), "tool": "iam_create_user", "arguments": map[string]any{"n": n}})
 			code := r.post("POST", fmt.Sprintf("/v1/executions/plan-load-%d/events", c), b)
 			if code == 202 {

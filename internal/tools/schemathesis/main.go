@@ -227,12 +227,12 @@ func (s *seeder) seed() (seeded, error) {
 	}
 	out.anticipations = []string{"ant-1", "ant-open"}
 	events := []map[string]any{
-		{"event_id": "ev-1", "event_type": "TOOL_REQUEST", "timestamp": "2026-06-24T10:00:01Z", "tool": "iam_create_user", "arguments": map[string]any{"user": "alice"}},
-		{"event_id": "ev-2", "event_type": "TOOL_RESULT", "timestamp": "2026-06-24T10:00:02Z", "tool": "iam_create_user", "status": "SUCCESS"},
-		{"event_id": "ev-3", "event_type": "STEP_COMPLETE", "timestamp": "2026-06-24T10:00:03Z"},
-		{"event_id": "ev-4", "event_type": "OUTCOME", "timestamp": "2026-06-24T10:00:04Z", "variables": map[string]any{"target_username": "alice"},
+		{"event_id": "ev-1", "message_type": "TOOL_REQUEST", "timestamp": "2026-06-24T10:00:01Z", "tool": "iam_create_user", "arguments": map[string]any{"user": "alice"}},
+		{"event_id": "ev-2", "message_type": "TOOL_RESULT", "timestamp": "2026-06-24T10:00:02Z", "tool": "iam_create_user", "status": "SUCCESS"},
+		{"event_id": "ev-3", "message_type": "STEP_COMPLETE", "timestamp": "2026-06-24T10:00:03Z"},
+		{"event_id": "ev-4", "message_type": "OUTCOME", "timestamp": "2026-06-24T10:00:04Z", "variables": map[string]any{"target_username": "alice"},
 			"observations": []any{map[string]any{"call": "user_exists", "args": []any{"alice"}, "value": true}}},
-		{"event_id": "ev-5", "event_type": "PLAN_COMPLETE", "timestamp": "2026-06-24T10:00:05Z"},
+		{"event_id": "ev-5", "message_type": "PLAN_COMPLETE", "timestamp": "2026-06-24T10:00:05Z"},
 	}
 	for _, ev := range events {
 		if _, err := s.call("POST", "/v1/executions/plan-1/events", ev, nil, 200); err != nil {
