@@ -343,7 +343,7 @@ func TestValidateEventKeepsExtras(t *testing.T) {
 func TestToolResultStatusAnyCase(t *testing.T) {
 	for _, tt := range []struct {
 		status, want string
-		errors      int
+		errors       int
 	}{
 		{"SUCCESS", ToolSuccess, 0}, {"success", ToolSuccess, 0}, {"Success", ToolSuccess, 0},
 		{"ERROR", ToolError, 1}, {"error", ToolError, 1}, {"timeout", ToolTimeout, 1}, {"Denied", ToolDenied, 1},

@@ -11,7 +11,7 @@ import (
 func TestStoredEventType(t *testing.T) {
 	for raw, want := range map[string]string{
 		`{"seq":1,"event_id":"e","message_type":"STEP_COMPLETE","event":{},"prev":"","digest":"d"}`: "STEP_COMPLETE",
-		`{"seq":1,"event_id":"e","event_type":"TOOL_REQUEST","event":{},"prev":"","digest":"d"}`:   "TOOL_REQUEST",
+		`{"seq":1,"event_id":"e","event_type":"TOOL_REQUEST","event":{},"prev":"","digest":"d"}`:    "TOOL_REQUEST",
 	} {
 		var e StoredEvent
 		if err := json.Unmarshal([]byte(raw), &e); err != nil || e.Type != want || e.Seq != 1 || e.EventID != "e" || e.Digest != "d" {
