@@ -53,7 +53,7 @@ func variant(t *testing.T, antID, planID string, mut ...func(map[string]any)) []
 type evt map[string]any
 
 func event(id, typ string, fields ...any) evt {
-	e := evt{"event_id": id, "message_type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
+	e := evt{"protocol_version": "4.1", "event_id": id, "message_type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}
 	for i := 0; i+1 < len(fields); i += 2 {
 		e[fields[i].(string)] = fields[i+1]
 	}

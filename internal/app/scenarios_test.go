@@ -16,6 +16,7 @@ var scenarios = []struct {
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},
 	{"EvaluationBadInput", scenarioEvaluationBadInput},
+	{"RFC032Emitter", scenarioRFC032Emitter},
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},
 	{"CardsAndAuth", scenarioCardsAndAuth},
 	{"RaiseIdempotentConflictAndAllOrNothing", scenarioRaiseIdempotentConflictAndAllOrNothing},
