@@ -419,7 +419,11 @@ func apiEvents(t testing.TB) []apiEvent {
 		return m
 	}
 	event := func(id, typ, ts string, fields ...any) map[string]any {
-		m := map[string]any{"event_id": id, "message_type": typ, "timestamp": ts}
+		// As an RFC-032 emitter sends it: message_type, protocol_version,
+		// the context fields, and a trace id the server keeps unread.
+		m := map[string]any{"protocol_version": "4.1", "message_type": typ, "event_id": id, "plan_id": PlanID,
+			"agent_id": "agent-gandalf-spell-executor-001", "session_id": "ses-xyz789", "timestamp": ts,
+			"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}
 		for i := 0; i+1 < len(fields); i += 2 {
 			m[fields[i].(string)] = fields[i+1]
 		}
