@@ -8,8 +8,11 @@
 // # ANTICIPATE
 //
 // Validate checks a message strictly. Field names match exactly (case
-// included); unknown fields are rejected at every level. Beyond the seed's
-// fields the message may carry one optional top-level field, "emitter":
+// included). Top-level fields it does not interpret are kept in Raw (named
+// in Extra) and so covered by d_dna_signature; unknown fields inside
+// expectations, its criteria and grading_policy are rejected, since they
+// could change what success means. Beyond the seed's fields the message
+// may carry one optional top-level field, "emitter":
 // "application" (the default when absent), "governance_authority" or
 // "external_evaluator" (RFC-032 section 3.6). Being part of the message, it
 // is covered by d_dna_signature.
@@ -66,16 +69,23 @@
 //
 // # Execution events
 //
+// Execution events are RFC-032 messages: message_type names the type and
+// protocol_version (optional, at most 32 bytes) is kept as sent.
 // TOOL_REQUEST (tool, optional arguments object), TOOL_RESULT (tool, status
-// SUCCESS, ERROR, TIMEOUT or DENIED; every status but SUCCESS counts in
-// error_count), STEP_COMPLETE, ESCALATION, OUTCOME (variables object,
-// observations [{"call","args","value"}]) and PLAN_COMPLETE, each with
-// event_id, event_type and an RFC 3339 timestamp, optionally plan_id,
-// scope_envelope_id, session_id and agent_id. A field that belongs to
-// another event type is rejected. Several OUTCOME events merge in storage
-// order: a later variable or an observation with the same call and
-// arguments wins. duration_seconds is the last event timestamp minus the
-// first.
+// SUCCESS, ERROR, TIMEOUT or DENIED in any letter case, kept upper-cased in
+// Event.Status; every status but SUCCESS counts in error_count),
+// STEP_COMPLETE, ESCALATION, OUTCOME (variables object, observations
+// [{"call","args","value"}]) and PLAN_COMPLETE, each with event_id,
+// message_type and an RFC 3339 timestamp, optionally plan_id,
+// scope_envelope_id, session_id and agent_id. event_type, this API's
+// earlier name for the type, is refused with an error saying to send
+// message_type. A field interpreted on another event type is rejected (it
+// would be ignored). Fields interpreted on no event type are kept in Raw,
+// chained and named in Extra, within the limits of extras (MaxExtraFields,
+// valid names, none equal to a known name but for letter case). Several
+// OUTCOME events merge in storage order: a later variable or an
+// observation with the same call and arguments wins. duration_seconds is
+// the last event timestamp minus the first.
 //
 // # Scoring and verdicts
 //
