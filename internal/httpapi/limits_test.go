@@ -264,6 +264,15 @@ func limEvent(id, typ string, fields map[string]any) map[string]any {
 	return m
 }
 
+// limKept returns n fields no part of the server interprets.
+func limKept(n int) map[string]any {
+	m := map[string]any{}
+	for i := 0; i < n; i++ {
+		m[fmt.Sprintf("x_%03d", i)] = i
+	}
+	return m
+}
+
 func limVariables(n int) map[string]any {
 	m := map[string]any{}
 	for i := 0; i < n; i++ {
@@ -792,6 +801,54 @@ func limitCases() []limitCase {
 			ok:        202,
 		},
 
+		// Fields the server does not interpret are kept, within bounds:
+		// an unknown field is no way around a limit.
+		{
+			name:   "kept fields per event",
+			setup:  declarePlan("plan-kf"),
+			past:   eventAt("plan-kf", limEvent("ev-1", "STEP_COMPLETE", limKept(anticipate.MaxExtraFields+1))),
+			status: 400, field: "", msg: "at most 64 are kept",
+			unchanged: noEvents("plan-kf"),
+			at:        eventAt("plan-kf", limEvent("ev-1", "STEP_COMPLETE", limKept(anticipate.MaxExtraFields))),
+			ok:        202,
+			accepted: func(l *limitEnv) {
+				if evs := l.events("plan-kf"); len(evs) != 1 || !strings.Contains(string(evs[0]), `"x_063":63`) {
+					l.t.Errorf("plan-kf events %.300s, want one with its kept fields", evs)
+				}
+			},
+		},
+		{
+			name:   "kept field name",
+			setup:  declarePlan("plan-kn"),
+			past:   eventAt("plan-kn", limEvent("ev-1", "STEP_COMPLETE", map[string]any{aid129: 1})),
+			status: 400, field: aid129[:64] + "...", msg: "longer than 128",
+			unchanged: noEvents("plan-kn"),
+			at:        eventAt("plan-kn", limEvent("ev-1", "STEP_COMPLETE", map[string]any{aid128: 1})),
+			ok:        202,
+		},
+		{
+			// The top-level object is the first level.
+			name:   "JSON nesting 32 in a kept field",
+			setup:  declarePlan("plan-kd"),
+			past:   eventAt("plan-kd", limEvent("ev-1", "STEP_COMPLETE", map[string]any{"pad": limNested(32)})),
+			status: 400, field: "", msg: "nesting deeper than 32",
+			unchanged: noEvents("plan-kd"),
+			at:        eventAt("plan-kd", limEvent("ev-1", "STEP_COMPLETE", map[string]any{"pad": limNested(31)})),
+			ok:        202,
+		},
+		{
+			name: "kept fields per ANTICIPATE",
+			past: func(l *limitEnv) limitReq {
+				return limPost("/v1/anticipations", limSignedAnticipation(l.agent, "ant-kf", "plan-akf", limKept(anticipate.MaxExtraFields+1)))
+			},
+			status: 400, field: "", msg: "at most 64 are kept",
+			unchanged: noAnticipation("ant-kf"),
+			at: func(l *limitEnv) limitReq {
+				return limPost("/v1/anticipations", limSignedAnticipation(l.agent, "ant-kf", "plan-akf", limKept(anticipate.MaxExtraFields)))
+			},
+			ok: 201,
+		},
+
 		// ANTICIPATE: texts, criteria, assertions.
 		{
 			name: "criterion description",
@@ -1122,6 +1179,8 @@ func TestLimitsStoredRecordBound(t *testing.T) {
 		{"agent card", limPutJSON("/v1/agents/agent-big", mustJSON(bigCard))},
 		{"ANTICIPATE", limPost("/v1/anticipations", limSignedAnticipation(agent, "ant-big", "plan-other", limOutcomeCriteria(big(150)...)))},
 		{"OUTCOME event", limPostJSON("/v1/executions/plan-big/events", limEvent("ev-1", "OUTCOME", map[string]any{"variables": map[string]any{"v": strings.Repeat("x", 600<<10)}}))},
+		{"event with a kept field", limPostJSON("/v1/executions/plan-big/events", limEvent("ev-2", "STEP_COMPLETE", map[string]any{"tool_output": strings.Repeat("x", 600<<10)}))},
+		{"ANTICIPATE with a kept field", limPost("/v1/anticipations", limSignedAnticipation(agent, "ant-big-kept", "plan-other-kept", map[string]any{"notes": strings.Repeat("n", 600<<10)}))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if n := len(c.req.body); n <= 400<<10 || n > httpapi.DefaultMaxBody {
