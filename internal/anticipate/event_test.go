@@ -276,6 +276,33 @@ func FuzzValidateEvent(f *testing.F) {
 		if ChainDigest(GenesisDigest, e.Raw) == "" {
 			t.Fatalf("valid event cannot be chained")
 		}
+		// Kept as sent; the fields it interprets are the RFC-032 ones.
+		if !bytes.Equal(e.Raw, raw) {
+			t.Fatalf("raw not kept")
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &top); err != nil {
+			t.Fatalf("accepted a non-object: %v", err)
+		}
+		if _, ok := top[LegacyTypeField]; ok {
+			t.Fatalf("accepted event_type")
+		}
+		if e.EventType == ToolResult && e.Status != ToolSuccess && e.Status != ToolError && e.Status != ToolTimeout && e.Status != ToolDenied {
+			t.Fatalf("status %q", e.Status)
+		}
+		if len(e.Extra) > MaxExtraFields {
+			t.Fatalf("%d extra fields", len(e.Extra))
+		}
+		for _, k := range e.Extra {
+			if _, ok := top[k]; !ok {
+				t.Fatalf("extra field %q not in the event", k)
+			}
+			for _, n := range append(allFields(), LegacyTypeField) {
+				if strings.EqualFold(k, n) {
+					t.Fatalf("extra field %q is a case variant of %s", k, n)
+				}
+			}
+		}
 		env := BuildEnv([]*Event{e}, nil)
 		_ = SummaryOf(env.Trajectory())
 	})

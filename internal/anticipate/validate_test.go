@@ -390,14 +390,48 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte(`{"expectations":{"anti_criteria":[{"assertion":"NOT x"}]}}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		a, err := Validate(raw)
-		if err == nil && a == nil {
-			t.Fatal("nil anticipation without error")
-		}
-		if err != nil && !errs.Is(err, errs.Invalid) {
-			t.Fatalf("error code %s", errs.CodeOf(err))
+		checkValidate(t, raw)
+		// Signed, the input reaches past the signature check.
+		if signedRaw, err := Sign(raw); err == nil {
+			checkValidate(t, signedRaw)
 		}
 	})
+}
+
+// checkValidate checks Validate's contract on one input: an Invalid error,
+// or an anticipation that keeps raw as sent and whose kept extra fields
+// are top-level members within bounds.
+func checkValidate(t *testing.T, raw []byte) {
+	a, err := Validate(raw)
+	if err != nil {
+		if !errs.Is(err, errs.Invalid) {
+			t.Fatalf("error code %s", errs.CodeOf(err))
+		}
+		return
+	}
+	if a == nil || !bytes.Equal(a.Raw, raw) {
+		t.Fatal("valid anticipation not kept as sent")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatalf("accepted a non-object: %v", err)
+	}
+	if len(a.Extra) > MaxExtraFields {
+		t.Fatalf("%d extra fields", len(a.Extra))
+	}
+	for _, k := range a.Extra {
+		if _, ok := top[k]; !ok {
+			t.Fatalf("extra field %q not in the message", k)
+		}
+		for _, n := range topLevelFields {
+			if strings.EqualFold(k, n) {
+				t.Fatalf("extra field %q is a case variant of %s", k, n)
+			}
+		}
+	}
+	if d, err := Digest(raw); err != nil || d != a.DDNASignature {
+		t.Fatalf("accepted with d_dna_signature %s, digest %s (%v)", a.DDNASignature, d, err)
+	}
 }
 
 // referenceStrip is the obvious implementation of canonicalWithout: decode,
