@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Key identifies one item: a partition key and a sort key, as in a DynamoDB
@@ -25,23 +26,56 @@ type Key struct {
 // String renders the key for logs and errors.
 func (k Key) String() string { return k.PK + "|" + k.SK }
 
-// IndexName names one of the table's sparse secondary indexes.
+// IndexName names one of the table's secondary indexes: a global index or a
+// lookup index (see Indexes and Lookups).
 type IndexName string
 
-// The table's secondary indexes. Each is sparse: an item appears in an index
-// only when it carries a non-empty key for it. Adapters must support every
-// name in Indexes. Their meaning is assigned by
-// the typed repositories (see package records), not here.
+// The table's global secondary indexes. Each is sparse: an item appears in
+// an index only when it carries a non-empty key for it. Adapters must
+// support every name in Indexes. On DynamoDB a global index is a GSI, which
+// shows a commit only after a delay (eventually consistent): use one only
+// where that lag merely delays what a reader sees (listings, sweeps), never
+// for a decision. Their meaning is assigned by the typed repositories (see
+// package records), not here.
 const (
 	GSI1 IndexName = "gsi1"
 	GSI2 IndexName = "gsi2"
-	GSI3 IndexName = "gsi3"
-	GSI4 IndexName = "gsi4"
 	GSI5 IndexName = "gsi5"
 )
 
-// Indexes lists every secondary index, in a fixed order.
-var Indexes = []IndexName{GSI1, GSI2, GSI3, GSI4, GSI5}
+// Indexes lists every global secondary index, in a fixed order.
+var Indexes = []IndexName{GSI1, GSI2, GSI5}
+
+// The table's lookup indexes: for decisions that must see every commit
+// that came before them. An item's key in a lookup index is stored with the
+// item (adapters keep it like any other index key, but build no index from
+// it), and Update (Tx) keeps one entry item per item and lookup index in the
+// table itself, written and deleted in the same atomic commit as the item:
+// the entry's key is the item's lookup key and it names the item. A lookup
+// (Tx.Lookup) reads the entries' partition from the table, consistently,
+// and then the items themselves. So on every adapter a lookup sees exactly
+// the commits that finished before it began.
+//
+// Lookup keys share the table's key space: a repository gives them
+// partition keys of their own (a prefix no table item uses), and an
+// (index PK, index SK) pair must name one item. Writes made with
+// Store.Commit directly do not maintain entries; use Update for items with
+// lookup keys.
+const (
+	LK1 IndexName = "lk1"
+	LK2 IndexName = "lk2"
+	LK3 IndexName = "lk3"
+)
+
+// Lookups lists every lookup index, in a fixed order.
+var Lookups = []IndexName{LK1, LK2, LK3}
+
+// TypeLookupEntry is the type of the entry items of lookup indexes. Change
+// feed consumers see them like any other change and may ignore them.
+const TypeLookupEntry = "lookup"
+
+// IsLookup reports whether name is a lookup index.
+func IsLookup(name IndexName) bool { return slices.Contains(Lookups, name) }
 
 // IndexKey is an item's key in one secondary index. The zero value means the
 // item is absent from that index.
@@ -89,19 +123,30 @@ type Cond struct {
 	Version int64
 }
 
-// Write is one put or delete in a commit. Exactly one of Put and Delete is set.
+// Write is one put, delete or condition check in a commit. Exactly one of
+// Put, Delete and Check is set.
 type Write struct {
 	Put    *Item
 	Delete *Key
-	Cond   Cond
+	// Check, when set, writes nothing: the commit only requires Cond to
+	// hold for the item under this key (DynamoDB's ConditionCheck), so that
+	// a decision made on what was read of it fails with a conflict when a
+	// concurrent commit changed it. Its condition must not be Unconditional.
+	Check *Key
+	Cond  Cond
 }
 
 // Key returns the key the write touches.
 func (w Write) Key() Key {
-	if w.Put != nil {
+	switch {
+	case w.Put != nil:
 		return w.Put.Key
+	case w.Delete != nil:
+		return *w.Delete
+	case w.Check != nil:
+		return *w.Check
 	}
-	return *w.Delete
+	return Key{}
 }
 
 // PutIfAbsent returns a conditional create of it.
@@ -246,23 +291,33 @@ type FeedReader interface {
 }
 
 // CheckWrites checks the shape of a commit that every adapter refuses
-// alike: at most MaxCommitWrites writes, exactly one of Put and Delete in
-// each, a known condition kind, and no key written twice. It returns
-// ErrTooManyWrites or an error wrapping ErrInvalid naming the write.
-// Adapters add their own key and size limits.
+// alike: at most MaxCommitWrites writes, exactly one of Put, Delete and
+// Check in each, a known condition kind (not Unconditional for a Check),
+// and no key written twice. It returns ErrTooManyWrites or an error
+// wrapping ErrInvalid naming the write. Adapters add their own key and size
+// limits.
 func CheckWrites(writes []Write) error {
 	if len(writes) > MaxCommitWrites {
 		return ErrTooManyWrites
 	}
 	seen := make(map[Key]struct{}, len(writes))
 	for i, w := range writes {
-		if (w.Put == nil) == (w.Delete == nil) {
-			return fmt.Errorf("write %d: exactly one of Put and Delete must be set: %w", i, ErrInvalid)
+		set := 0
+		for _, b := range []bool{w.Put != nil, w.Delete != nil, w.Check != nil} {
+			if b {
+				set++
+			}
+		}
+		if set != 1 {
+			return fmt.Errorf("write %d: exactly one of Put, Delete and Check must be set: %w", i, ErrInvalid)
 		}
 		switch w.Cond.Kind {
 		case Unconditional, IfAbsent, IfVersion:
 		default:
 			return fmt.Errorf("write %d: unknown condition kind %d: %w", i, w.Cond.Kind, ErrInvalid)
+		}
+		if w.Check != nil && w.Cond.Kind == Unconditional {
+			return fmt.Errorf("write %d: a Check needs a condition: %w", i, ErrInvalid)
 		}
 		key := w.Key()
 		if _, dup := seen[key]; dup {

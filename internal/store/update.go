@@ -2,27 +2,64 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 )
 
 // Tx is one optimistic read-modify-write: items read through it are written
 // back with a compare-and-set on the version that was read, items read as
-// absent are created with a conditional create. It is not safe for
-// concurrent use.
+// absent are created with a conditional create. It also keeps the entries
+// of the lookup indexes (see Lookups) of the items it writes, in the same
+// commit. It is not safe for concurrent use.
 type Tx struct {
 	s      Store
 	reads  map[Key]int64 // 0 = read as absent
 	writes []Write
 	staged map[Key]int
+	// lookups holds the lookup keys of each item as it was read.
+	lookups map[Key]map[IndexName]IndexKey
+	err     error
+}
+
+func newTx(s Store) *Tx {
+	return &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}, lookups: map[Key]map[IndexName]IndexKey{}}
+}
+
+// noteRead records what a commit needs of an item read at it.Version.
+func (tx *Tx) noteRead(it Item) {
+	if _, seen := tx.reads[it.Key]; seen {
+		return
+	}
+	tx.reads[it.Key] = it.Version
+	if lk := lookupKeys(it); lk != nil {
+		tx.lookups[it.Key] = lk
+	}
+}
+
+// lookupKeys returns the item's keys in the lookup indexes, or nil.
+func lookupKeys(it Item) map[IndexName]IndexKey {
+	var out map[IndexName]IndexKey
+	for _, name := range Lookups {
+		if k := it.Index[name]; !k.IsZero() {
+			if out == nil {
+				out = map[IndexName]IndexKey{}
+			}
+			out[name] = k
+		}
+	}
+	return out
 }
 
 // Get reads key. It returns ok=false when the item does not exist; a later
 // Put of that key then becomes a conditional create.
 func (tx *Tx) Get(ctx context.Context, key Key) (Item, bool, error) {
-	if i, ok := tx.staged[key]; ok {
+	if i, ok := tx.staged[key]; ok && tx.writes[i].Check == nil {
 		if tx.writes[i].Put == nil {
 			return Item{}, false, nil // staged delete
 		}
@@ -38,9 +75,7 @@ func (tx *Tx) Get(ctx context.Context, key Key) (Item, bool, error) {
 	if err != nil {
 		return Item{}, false, err
 	}
-	if _, seen := tx.reads[key]; !seen {
-		tx.reads[key] = it.Version
-	}
+	tx.noteRead(it)
 	return it, true, nil
 }
 
@@ -49,14 +84,11 @@ func (tx *Tx) Query(ctx context.Context, q Query) (Page, error) { return tx.s.Qu
 
 // Track records version v of an item read outside Get (e.g. by Query), so
 // that a later Put of it is a compare-and-set against v.
-func (tx *Tx) Track(it Item) {
-	if _, seen := tx.reads[it.Key]; !seen {
-		tx.reads[it.Key] = it.Version
-	}
-}
+func (tx *Tx) Track(it Item) { tx.noteRead(it) }
 
 // Put stages a write of it. If the key was read (or tracked) the write is
 // conditional on the version read; otherwise it is a conditional create.
+// The entries of its lookup keys follow at commit.
 func (tx *Tx) Put(it Item) {
 	w := Write{Put: &it}
 	if v, ok := tx.reads[it.Key]; ok && v > 0 {
@@ -68,11 +100,20 @@ func (tx *Tx) Put(it Item) {
 }
 
 // PutUnconditional stages a blind write of it (for derived data such as a
-// subject's last-fact time, where the last writer may win).
-func (tx *Tx) PutUnconditional(it Item) { tx.stage(Write{Put: &it}) }
+// subject's last-fact time, where the last writer may win). An item with
+// lookup keys cannot be written blind (its old entries would be unknown):
+// Update then fails with an error wrapping ErrInvalid.
+func (tx *Tx) PutUnconditional(it Item) {
+	if lookupKeys(it) != nil {
+		tx.fail(fmt.Errorf("%w: %s has lookup keys and cannot be put unconditionally", ErrInvalid, it.Key))
+		return
+	}
+	tx.stage(Write{Put: &it})
+}
 
 // Delete stages a delete of key, conditional on the version read if it was
-// read, or on its continued absence if it was read as absent.
+// read, or on its continued absence if it was read as absent. The entries
+// of the lookup keys it was read with are deleted with it.
 func (tx *Tx) Delete(key Key) {
 	w := Write{Delete: &key}
 	if v, ok := tx.reads[key]; ok {
@@ -83,6 +124,36 @@ func (tx *Tx) Delete(key Key) {
 		}
 	}
 	tx.stage(w)
+}
+
+// Check makes the commit require that the item under key, which must have
+// been read through the transaction, is still as it was read (same
+// version, or still absent). Use it when what is written depends on an
+// item that is not written, so that a concurrent change of that item makes
+// the commit conflict and the function run again (no write skew). A key
+// that is also written needs no Check: its write carries the condition.
+// A Check of a key not read makes Update fail with an error wrapping
+// ErrInvalid.
+func (tx *Tx) Check(key Key) {
+	v, ok := tx.reads[key]
+	if !ok {
+		tx.fail(fmt.Errorf("%w: Check of %s, which the transaction did not read", ErrInvalid, key))
+		return
+	}
+	if _, staged := tx.staged[key]; staged {
+		return
+	}
+	w := Write{Check: &key, Cond: Cond{Kind: IfAbsent}}
+	if v > 0 {
+		w.Cond = Cond{Kind: IfVersion, Version: v}
+	}
+	tx.stage(w)
+}
+
+func (tx *Tx) fail(err error) {
+	if tx.err == nil {
+		tx.err = err
+	}
 }
 
 func (tx *Tx) stage(w Write) {
@@ -96,11 +167,186 @@ func (tx *Tx) stage(w Write) {
 	tx.writes = append(tx.writes, w)
 }
 
-// Writes returns the staged writes, in staging order.
-func (tx *Tx) Writes() []Write { return tx.writes }
+// Writes returns the staged writes, in staging order, followed by the
+// writes of the lookup entries they imply.
+func (tx *Tx) Writes() []Write { return append(slices.Clone(tx.writes), tx.entryWrites()...) }
 
-// ErrTooManyWrites is returned when one Update stages more writes than one
-// atomic commit may hold.
+// entryWrites returns the puts and deletes of lookup entries that the
+// staged writes imply: for each written item and lookup index whose key
+// differs from the one the item was read with, a delete of the old entry
+// and a put of the new one. They are unconditional: the item's own write,
+// in the same commit, is conditional on the version whose keys were read.
+func (tx *Tx) entryWrites() []Write {
+	var out []Write
+	at := map[Key]int{}
+	add := func(w Write) {
+		k := w.Key()
+		if i, ok := at[k]; ok {
+			if w.Put != nil { // a put wins over a delete of the same entry
+				out[i] = w
+			}
+			return
+		}
+		at[k] = len(out)
+		out = append(out, w)
+	}
+	for _, w := range tx.writes {
+		if w.Check != nil {
+			continue
+		}
+		key := w.Key()
+		old := tx.lookups[key]
+		var cur map[IndexName]IndexKey
+		if w.Put != nil {
+			cur = lookupKeys(*w.Put)
+		}
+		for _, name := range Lookups {
+			o, n := old[name], cur[name]
+			if o == n {
+				continue
+			}
+			if !o.IsZero() {
+				ek := Key(o)
+				add(Write{Delete: &ek})
+			}
+			if !n.IsZero() {
+				add(Write{Put: &Item{Key: Key(n), Type: TypeLookupEntry, Data: encodeEntry(key)}})
+			}
+		}
+	}
+	return out
+}
+
+// encodeEntry and decodeEntry are the data of a lookup entry: the key of the
+// item it names.
+func encodeEntry(k Key) []byte {
+	b, _ := json.Marshal(k)
+	return b
+}
+
+func decodeEntry(it Item) (Key, error) {
+	var k Key
+	if err := json.Unmarshal(it.Data, &k); err != nil || k.PK == "" || k.SK == "" {
+		return Key{}, fmt.Errorf("store: lookup entry %s does not name an item: %w", it.Key, ErrInvalid)
+	}
+	return k, nil
+}
+
+// Lookup returns the items whose key in lookup index name has partition pk,
+// in index sort-key order, read consistently: the entries' partition is
+// read from the table (Query), then each item (Get, several at a time), and
+// every item is tracked like a Get, so writing one back is a
+// compare-and-set. Items staged in this transaction are seen as staged. An
+// entry whose item no longer carries that lookup key is skipped. It returns
+// an error wrapping ErrInvalid for a name that is not a lookup index, and
+// the store's errors.
+func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, error) {
+	if !IsLookup(name) {
+		return nil, fmt.Errorf("%w: %q is not a lookup index", ErrInvalid, name)
+	}
+	type hit struct {
+		sk  string
+		key Key
+	}
+	var hits []hit
+	q := Query{PK: pk, Limit: MaxLimit}
+	for {
+		p, err := tx.s.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range p.Items {
+			if e.Type != TypeLookupEntry {
+				continue
+			}
+			k, err := decodeEntry(e)
+			if err != nil {
+				return nil, err
+			}
+			hits = append(hits, hit{e.SK, k})
+		}
+		if p.Next == "" {
+			break
+		}
+		q.After = p.Next
+	}
+	// Items staged with this key that have no entry yet.
+	seen := map[Key]bool{}
+	for _, h := range hits {
+		seen[h.key] = true
+	}
+	for _, w := range tx.writes {
+		if w.Put != nil && !seen[w.Put.Key] && w.Put.Index[name].PK == pk {
+			hits = append(hits, hit{w.Put.Index[name].SK, w.Put.Key})
+			seen[w.Put.Key] = true
+		}
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return strings.Compare(a.sk, b.sk) })
+
+	// Fetch what is neither staged nor known, several at a time.
+	fetched := make([]*Item, len(hits))
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, h := range hits {
+		if _, staged := tx.staged[h.key]; staged {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			it, err := tx.s.Get(ctx, h.key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				if firstErr == nil {
+					firstErr = err
+				}
+			default:
+				fetched[i] = &it
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	var out []Item
+	for i, h := range hits {
+		var it Item
+		if _, staged := tx.staged[h.key]; staged {
+			got, ok, err := tx.Get(ctx, h.key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			it = got
+		} else {
+			if fetched[i] == nil {
+				if _, seen := tx.reads[h.key]; !seen {
+					tx.reads[h.key] = 0
+				}
+				continue
+			}
+			it = *fetched[i]
+			tx.noteRead(it)
+		}
+		if ixk := it.Index[name]; ixk.PK != pk || ixk.SK != h.sk {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// ErrTooManyWrites is returned when one Update stages more writes (lookup
+// entries included) than one atomic commit may hold.
 var ErrTooManyWrites = fmt.Errorf("%w: more than %d writes in one commit", ErrInvalid, MaxCommitWrites)
 
 // Update runs fn in an optimistic transaction and commits what it staged,
@@ -112,17 +358,21 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 	const attempts = 64
 	var err error
 	for attempt := 0; attempt < attempts; attempt++ {
-		tx := &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}}
+		tx := newTx(s)
 		if err = fn(tx); err != nil {
 			return err
+		}
+		if tx.err != nil {
+			return tx.err
 		}
 		if len(tx.writes) == 0 {
 			return nil
 		}
-		if len(tx.writes) > MaxCommitWrites {
+		writes := tx.Writes()
+		if len(writes) > MaxCommitWrites {
 			return ErrTooManyWrites
 		}
-		err = s.Commit(ctx, tx.writes)
+		err = s.Commit(ctx, writes)
 		if !errors.Is(err, ErrConflict) || attempt == attempts-1 {
 			return err
 		}

@@ -78,6 +78,11 @@ var (
 // indexSlot returns the slot of name, or -1 for an unknown index.
 func indexSlot(name store.IndexName) int { return slices.Index(indexNames, name) }
 
+// keyedNames are the index names whose keys an item stores: the global
+// indexes (each with a bucket) and the lookup indexes (stored only; their
+// entries are items of their own, see store.Lookups).
+var keyedNames = append(slices.Clone(indexNames), store.Lookups...)
+
 // Options configures Open. The zero value is durable and suitable for
 // production.
 type Options struct {
@@ -483,7 +488,9 @@ type op struct {
 	key  store.Key
 	tk   []byte // table key
 	cond store.Cond
-	put  *store.Item // a private copy; nil for a delete
+	put  *store.Item // a private copy; nil for a delete or check
+	// check marks a condition check: nothing is written.
+	check bool
 	// ik holds the item's index entry key in each slot; nil where the
 	// item is absent from the index.
 	ik [][]byte
@@ -500,7 +507,7 @@ func prepare(writes []store.Write) ([]op, error) {
 		if err := checkKey(key); err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
-		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, ik: make([][]byte, len(indexNames))}
+		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, check: w.Check != nil, ik: make([][]byte, len(indexNames))}
 		if w.Put != nil {
 			it := *w.Put
 			it.Data = bytes.Clone(it.Data)
@@ -511,7 +518,7 @@ func prepare(writes []store.Write) ([]op, error) {
 			size := len(key.PK) + len(key.SK) + len(it.Type) + len(it.Data)
 			for name, ixk := range w.Put.Index {
 				slot := indexSlot(name)
-				if slot < 0 {
+				if slot < 0 && !store.IsLookup(name) {
 					return nil, invalidf("write %d: unknown index %q", i, name)
 				}
 				if ixk.IsZero() {
@@ -524,7 +531,9 @@ func prepare(writes []store.Write) ([]op, error) {
 					it.Index = make(map[store.IndexName]store.IndexKey, len(w.Put.Index))
 				}
 				it.Index[name] = ixk
-				o.ik[slot] = indexKey(nil, ixk, key)
+				if slot >= 0 {
+					o.ik[slot] = indexKey(nil, ixk, key)
+				}
 				size += len(ixk.PK) + len(ixk.SK)
 			}
 			if size > store.MaxItemBytes {
@@ -579,8 +588,8 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 	changes := 0
 	for i, o := range ops {
 		old := olds[i]
-		if o.put == nil && old == nil {
-			continue // deleting an absent item changes nothing
+		if o.check || o.put == nil && old == nil {
+			continue // a check writes nothing; deleting an absent item changes nothing
 		}
 		oldIK := make([][]byte, len(index))
 		if old != nil {
@@ -810,7 +819,7 @@ func encodeItem(it *store.Item, version int64) []byte {
 	b = appendStr(b, it.PK)
 	b = appendStr(b, it.SK)
 	b = binary.AppendUvarint(b, uint64(len(it.Index)))
-	for _, name := range indexNames { // a fixed order
+	for _, name := range keyedNames { // a fixed order
 		if k, ok := it.Index[name]; ok {
 			b = appendStr(b, string(name))
 			b = appendStr(b, k.PK)

@@ -29,6 +29,14 @@ var indexNames = slices.Clone(store.Indexes)
 // indexSlot returns the slot of name, or -1 for an unknown index.
 func indexSlot(name store.IndexName) int { return slices.Index(indexNames, name) }
 
+// keyedNames are the index names whose keys an item stores as attributes:
+// the global indexes (each also a GSI) and the lookup indexes (stored only;
+// their entries are items of their own, see store.Lookups).
+var keyedNames = append(slices.Clone(store.Indexes), store.Lookups...)
+
+// knownIndex reports whether an item may carry a key for name.
+func knownIndex(name store.IndexName) bool { return slices.Contains(keyedNames, name) }
+
 // indexPKAttr and indexSKAttr name the key attributes of index name, which
 // are also the key attributes of the GSI of the same name.
 func indexPKAttr(name store.IndexName) string { return string(name) + "_pk" }
@@ -62,7 +70,7 @@ func itemAttrs(it *store.Item, version int64) map[string]types.AttributeValue {
 	if len(it.Data) > 0 {
 		m[attrData] = &types.AttributeValueMemberB{Value: bytes.Clone(it.Data)}
 	}
-	for _, name := range indexNames {
+	for _, name := range keyedNames {
 		if k := it.Index[name]; !k.IsZero() {
 			m[indexPKAttr(name)] = attrS(k.PK)
 			m[indexSKAttr(name)] = attrS(k.SK)
@@ -107,7 +115,7 @@ func decodeItem(m map[string]types.AttributeValue) (store.Item, error) {
 	default:
 		return store.Item{}, corruptf("item %s: attribute %s is %T, want B", it.Key, attrData, v)
 	}
-	for _, name := range indexNames {
+	for _, name := range keyedNames {
 		pk, err := getS(m, indexPKAttr(name), false)
 		if err != nil {
 			return store.Item{}, err
@@ -120,7 +128,7 @@ func decodeItem(m map[string]types.AttributeValue) (store.Item, error) {
 			continue
 		}
 		if it.Index == nil {
-			it.Index = make(map[store.IndexName]store.IndexKey, len(indexNames))
+			it.Index = make(map[store.IndexName]store.IndexKey, len(keyedNames))
 		}
 		it.Index[name] = store.IndexKey{PK: pk, SK: sk}
 	}

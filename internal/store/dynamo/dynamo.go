@@ -19,7 +19,8 @@
 // attributes the new item lacks and ADDs 1 to version.
 //
 // Where DynamoDB is weaker than the port (and than the embedded adapter):
-// Get and table queries read consistently, but an index query reads a GSI,
+// Get and table queries read consistently (so lookup indexes, whose entries
+// are table items, do too), but an index query reads a GSI,
 // which DynamoDB updates asynchronously (a commit may take a moment to show
 // there); and the stream is written after the commit, not in the same step,
 // so a change reaches StreamReader or Lambda shortly after Commit returns.
@@ -267,8 +268,9 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 type op struct {
 	idx  int
 	key  store.Key
-	cond store.Cond
-	put  *store.Item // a private copy; nil for a delete
+	cond  store.Cond
+	put   *store.Item // a private copy; nil for a delete or check
+	check bool        // a condition check: nothing is written
 }
 
 // prepare validates writes.
@@ -282,7 +284,7 @@ func prepare(writes []store.Write) ([]op, error) {
 		if err := checkKey(key); err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
-		o := op{idx: i, key: key, cond: w.Cond}
+		o := op{idx: i, key: key, cond: w.Cond, check: w.Check != nil}
 		if w.Put != nil {
 			it := *w.Put
 			it.Index = nil
@@ -290,7 +292,7 @@ func prepare(writes []store.Write) ([]op, error) {
 				return nil, invalidf("write %d: type is not valid UTF-8", i)
 			}
 			for name, ixk := range w.Put.Index {
-				if indexSlot(name) < 0 {
+				if !knownIndex(name) {
 					return nil, invalidf("write %d: unknown index %q", i, name)
 				}
 				if ixk.IsZero() {
@@ -338,7 +340,7 @@ func build(o op) request {
 		r.values[":expected"] = attrN(o.cond.Version)
 	}
 	switch {
-	case o.put == nil:
+	case o.put == nil: // a delete or a check
 		r.key = keyAttrs(o.key)
 	case o.cond.Kind == store.IfAbsent:
 		r.item = itemAttrs(o.put, 1)
@@ -362,7 +364,7 @@ func build(o op) request {
 		}
 		add(attrType)
 		add(attrData)
-		for _, name := range indexNames {
+		for _, name := range keyedNames {
 			add(indexPKAttr(name))
 			add(indexSKAttr(name))
 		}
@@ -386,7 +388,8 @@ func build(o op) request {
 }
 
 // Commit applies writes atomically: one write with one conditional
-// PutItem/UpdateItem/DeleteItem, several with one TransactWriteItems, whose
+// PutItem/UpdateItem/DeleteItem, several (or any condition check, a
+// ConditionCheck) with one TransactWriteItems, whose
 // ClientRequestToken is fresh for each Commit and reused by the SDK's
 // retries of it, so a retried transaction is applied at most once. Versions
 // are assigned here (1 on create, +1 per put) without reading. A delete of
@@ -418,7 +421,7 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	if err != nil {
 		return err
 	}
-	if len(ops) == 1 {
+	if len(ops) == 1 && !ops[0].check {
 		return s.commitOne(ctx, ops[0])
 	}
 	return s.commitTx(ctx, ops)
@@ -464,6 +467,9 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 		r := build(o)
 		cond := optString(r.condExpr)
 		switch {
+		case o.check:
+			items[i].ConditionCheck = &types.ConditionCheck{TableName: table, Key: keyAttrs(o.key), ConditionExpression: cond,
+				ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values}
 		case r.item != nil:
 			items[i].Put = &types.Put{TableName: table, Item: r.item, ConditionExpression: cond,
 				ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values}

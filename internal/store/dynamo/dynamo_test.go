@@ -325,14 +325,14 @@ func TestBlindPutIndexesAndImages(t *testing.T) {
 	ctx := ctxT(t)
 	k := store.Key{PK: "p", SK: "a"}
 	withIx := item(k.PK, k.SK, `{"n":1}`)
-	withIx.Index = map[store.IndexName]store.IndexKey{store.GSI2: {PK: "g", SK: "1"}, store.GSI4: {PK: "h", SK: "1"}}
+	withIx.Index = map[store.IndexName]store.IndexKey{store.GSI2: {PK: "g", SK: "1"}, store.GSI5: {PK: "h", SK: "1"}}
 	mustCommit(t, s, store.Write{Put: &withIx})
 	plain := item(k.PK, k.SK, ``)
-	plain.Index = map[store.IndexName]store.IndexKey{store.GSI4: {PK: "h", SK: "2"}}
+	plain.Index = map[store.IndexName]store.IndexKey{store.GSI5: {PK: "h", SK: "2"}}
 	mustCommit(t, s, store.Write{Put: &plain})
 
 	got := mustGet(t, s, k)
-	if got.Version != 2 || len(got.Data) != 0 || len(got.Index) != 1 || got.Index[store.GSI4] != (store.IndexKey{PK: "h", SK: "2"}) {
+	if got.Version != 2 || len(got.Data) != 0 || len(got.Index) != 1 || got.Index[store.GSI5] != (store.IndexKey{PK: "h", SK: "2"}) {
 		t.Fatalf("after blind overwrite: %+v", got)
 	}
 	for _, q := range []store.Query{{Index: store.GSI2, PK: "g"}} {
@@ -340,8 +340,8 @@ func TestBlindPutIndexesAndImages(t *testing.T) {
 			t.Fatalf("Query(%+v) = %+v, %v; want no item", q, page, err)
 		}
 	}
-	if page, err := s.Query(ctx, store.Query{Index: store.GSI4, PK: "h"}); err != nil || len(page.Items) != 1 || page.Items[0].Index[store.GSI4].SK != "2" {
-		t.Fatalf("gsi4 = %+v, %v", page, err)
+	if page, err := s.Query(ctx, store.Query{Index: store.GSI5, PK: "h"}); err != nil || len(page.Items) != 1 || page.Items[0].Index[store.GSI5].SK != "2" {
+		t.Fatalf("gsi5 = %+v, %v", page, err)
 	}
 	chs, err := s.ReadFeed(ctx, 10)
 	if err != nil || len(chs) != 2 {
@@ -369,13 +369,13 @@ func TestQueryShortPages(t *testing.T) {
 	var writes []store.Write
 	for i := range 5 {
 		it := item("p", fmt.Sprint(i), `"`+big+`"`)
-		it.Index = map[store.IndexName]store.IndexKey{store.GSI3: {PK: "g", SK: "same"}}
+		it.Index = map[store.IndexName]store.IndexKey{store.GSI1: {PK: "g", SK: "same"}}
 		writes = append(writes, store.PutIfAbsent(it))
 	}
 	for _, w := range writes {
 		mustCommit(t, s, w)
 	}
-	for _, q := range []store.Query{{PK: "p", Limit: 4}, {Index: store.GSI3, PK: "g", Limit: 4}} {
+	for _, q := range []store.Query{{PK: "p", Limit: 4}, {Index: store.GSI1, PK: "g", Limit: 4}} {
 		page, err := s.Query(ctxT(t), q)
 		if err != nil || len(page.Items) != 4 || page.Next == "" {
 			t.Fatalf("Query(%v) = %d items, Next %q, %v; want 4 and a Next", q.Index, len(page.Items), page.Next, err)

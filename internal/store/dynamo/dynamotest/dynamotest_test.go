@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,7 +24,7 @@ func TestStartAndNewTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DescribeTable: %v", err)
 	}
-	if out.Table.LatestStreamArn == nil || len(out.Table.GlobalSecondaryIndexes) != 5 {
+	if out.Table.LatestStreamArn == nil || len(out.Table.GlobalSecondaryIndexes) != len(store.Indexes) {
 		t.Fatalf("table %s: stream %v, %d indexes", name, out.Table.LatestStreamArn, len(out.Table.GlobalSecondaryIndexes))
 	}
 }
