@@ -87,9 +87,11 @@ func exp(id, due string, extra ...func(map[string]any)) map[string]any {
 }
 
 // TestDynamoDBCallBudgets pins the DynamoDB calls of the request paths:
-// raising one expectation is one write (a transaction when it supersedes),
-// a fact is one index query plus one write carrying each expectation it
-// changes and the subject, and nothing ever scans.
+// raising one expectation is one transaction (the record and its lookup
+// entries; the superseded record too when it supersedes), a fact is one
+// consistent query of its lookup entries, one GetItem per expectation found
+// and one transaction carrying each expectation it changes, their lookup
+// entries and the subject, and nothing ever scans.
 func TestDynamoDBCallBudgets(t *testing.T) {
 	counter := &dynamo.Counter{}
 	rt := newRuntime(t, counter)
@@ -100,8 +102,8 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 
 	counter.Reset()
 	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e1", due)}})
-	if w, p := writes(counter), counter.Count("PutItem"); w != 1 || p != 1 {
-		t.Fatalf("raise: %d writes (%v), want one PutItem", w, counter.Snapshot())
+	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
+		t.Fatalf("raise: %d writes (%v), want one TransactWriteItems", w, counter.Snapshot())
 	}
 	t.Logf("raise: %v", counter.Snapshot())
 
@@ -114,8 +116,8 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 
 	counter.Reset()
 	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.e2", "observedAt": expect.FormatTime(time.Now())}}})
-	if q, w := counter.Count("Query"), writes(counter); q != 1 || w != 1 {
-		t.Fatalf("fact: %v, want one index query and one write", counter.Snapshot())
+	if q, g, w := counter.Count("Query"), counter.Count("GetItem"), writes(counter); q != 1 || w != 1 || g != 3 {
+		t.Fatalf("fact: %v, want one lookup query, three GetItems (card, expectation, subject) and one write", counter.Snapshot())
 	}
 	t.Logf("fact: %v", counter.Snapshot())
 

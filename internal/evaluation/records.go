@@ -11,12 +11,17 @@ import (
 // The single-table layout of the evaluation loop (the same table as the
 // watcher's; key prefixes never collide):
 //
-//	item            PK               SK                 gsi1 PK / SK
-//	anticipation    ANT#<id>         ANT                PA#<plan> or SA#<scope> / <id>
+//	item            PK               SK                 index PK / SK
+//	anticipation    ANT#<id>         ANT                lk1: PA#<plan> or SA#<scope> / <id>
 //	execution       PLAN#<plan>      EXEC
 //	event           PLAN#<plan>      EV#<seq, 12 digits>
 //	event id        PLAN#<plan>      EID#<event_id>
-//	verification    VER#<vid>        VER                AV#<anticipation> / <vid>
+//	verification    VER#<vid>        VER                gsi1: AV#<anticipation> / <vid>
+//
+// The anticipations bound to a plan or scope are a lookup index (lk1: its
+// entries are written in the same commit as the anticipation and read
+// consistently), because sealing depends on finding every one of them;
+// verifications by anticipation are a global index (a listing).
 const (
 	TypeAnticipation = "anticipation"
 	TypeExecution    = "execution"
@@ -24,6 +29,9 @@ const (
 	TypeEventID      = "eventid"
 	TypeVerification = "verification"
 )
+
+// lookupBound is the lookup index of anticipations by plan or scope.
+const lookupBound = store.LK1
 
 // esc is store.KeyPart, short for the key builders below.
 func esc(s string) string { return store.KeyPart(s) }
@@ -129,9 +137,9 @@ func mkItem(key store.Key, typ string, v any, idx map[store.IndexName]store.Inde
 func anticipationItem(r *AnticipationRecord) (store.Item, error) {
 	idx := map[store.IndexName]store.IndexKey{}
 	if r.PlanID != "" {
-		idx[store.GSI1] = store.IndexKey{PK: planBoundPK(r.PlanID), SK: esc(r.AnticipateID)}
+		idx[lookupBound] = store.IndexKey{PK: planBoundPK(r.PlanID), SK: esc(r.AnticipateID)}
 	} else {
-		idx[store.GSI1] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
+		idx[lookupBound] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
 	}
 	return mkItem(anticipationKey(r.AnticipateID), TypeAnticipation, r, idx)
 }

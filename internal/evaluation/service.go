@@ -169,11 +169,11 @@ func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *antici
 	}
 	// A plan belongs to one agent: an ANTICIPATE naming another agent for
 	// a plan already anticipated for an agent is refused.
-	p, err := tx.Query(ctx, store.Query{Index: store.GSI1, PK: planBoundPK(a.PlanID), Limit: 10})
+	others, err := tx.Lookup(ctx, lookupBound, planBoundPK(a.PlanID))
 	if err != nil {
 		return err
 	}
-	for _, it := range p.Items {
+	for _, it := range others {
 		other, err := decode[AnticipationRecord](it)
 		if err != nil {
 			return err
@@ -183,8 +183,15 @@ func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *antici
 		}
 	}
 	it, ok, err := tx.Get(ctx, executionKey(a.PlanID))
-	if err != nil || !ok {
+	if err != nil {
 		return err
+	}
+	// The declaration commits only if the execution is still as read: a
+	// first event committed meanwhile (which sealed what it found bound)
+	// makes it run again and see the plan begun.
+	tx.Check(executionKey(a.PlanID))
+	if !ok {
+		return nil
 	}
 	ex, err := decode[Execution](it)
 	if err != nil {
@@ -422,37 +429,23 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, even
 	}
 	planAgent := eventAgent
 	for n, pk := range pks {
-		q := store.Query{Index: store.GSI1, PK: pk, Limit: 1000}
-		for {
-			p, err := tx.Query(ctx, q)
+		// Read consistently and tracked, so the seal is a compare-and-set.
+		items, err := tx.Lookup(ctx, lookupBound, pk)
+		if err != nil {
+			return nil, err
+		}
+		for _, cur := range items {
+			rec, err := decode[AnticipationRecord](cur)
 			if err != nil {
 				return nil, err
 			}
-			for _, it := range p.Items {
-				// Re-read through the transaction so the seal is a CAS.
-				cur, ok, err := tx.Get(ctx, it.Key)
-				if err != nil {
-					return nil, err
-				}
-				if !ok {
-					continue
-				}
-				rec, err := decode[AnticipationRecord](cur)
-				if err != nil {
-					return nil, err
-				}
-				if n == 0 && planAgent == "" {
-					planAgent = rec.AgentID
-				}
-				if n > 0 && planAgent != "" && rec.AgentID != planAgent {
-					continue
-				}
-				out = append(out, rec)
+			if n == 0 && planAgent == "" {
+				planAgent = rec.AgentID
 			}
-			if p.Next == "" {
-				break
+			if n > 0 && planAgent != "" && rec.AgentID != planAgent {
+				continue
 			}
-			q.After = p.Next
+			out = append(out, rec)
 		}
 	}
 	return out, nil

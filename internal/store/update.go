@@ -217,6 +217,72 @@ func (tx *Tx) entryWrites() []Write {
 	return out
 }
 
+// splitOverflow handles a commit too large for one atomic step because of
+// its lookup entries. It commits the puts of new entries first, in commits
+// of their own, and returns the writes of the main commit (the staged
+// writes and as many deletes of old entries as fit) and the entries whose
+// deletes did not fit, which Update deletes after the main commit with
+// dropStale. A lookup stays exact: an entry is committed no later than the
+// item write that gives the item its key (a lookup that sees the item's
+// commit sees the entry), and an entry left behind, or put by an attempt
+// that then failed, names an item without that key, which Lookup skips.
+// It returns ErrTooManyWrites, having written nothing, when the staged
+// writes alone do not fit.
+func (tx *Tx) splitOverflow(ctx context.Context) (main []Write, late []Key, err error) {
+	if len(tx.writes) > MaxCommitWrites {
+		return nil, nil, ErrTooManyWrites
+	}
+	main = slices.Clone(tx.writes)
+	var puts []Write
+	for _, w := range tx.entryWrites() {
+		switch {
+		case w.Put != nil:
+			puts = append(puts, w)
+		case len(main) < MaxCommitWrites:
+			main = append(main, w)
+		default:
+			late = append(late, *w.Delete)
+		}
+	}
+	for len(puts) > 0 {
+		n := min(len(puts), MaxCommitWrites)
+		if err := tx.s.Commit(ctx, puts[:n]); err != nil {
+			return nil, nil, err
+		}
+		puts = puts[n:]
+	}
+	return main, late, nil
+}
+
+// dropStale deletes the lookup entry under key unless the item it names
+// carries that key, as a compare-and-set on the entry as read: an entry
+// written again meanwhile (the item took the key again) stays.
+func dropStale(ctx context.Context, s Store, key Key) error {
+	return Update(ctx, s, func(tx *Tx) error {
+		e, ok, err := tx.Get(ctx, key)
+		if err != nil || !ok || e.Type != TypeLookupEntry {
+			return err
+		}
+		target, err := decodeEntry(e)
+		if err != nil {
+			return err
+		}
+		it, ok, err := tx.Get(ctx, target)
+		if err != nil {
+			return err
+		}
+		if ok {
+			for _, k := range lookupKeys(it) {
+				if Key(k) == key {
+					return nil
+				}
+			}
+		}
+		tx.Delete(key)
+		return nil
+	})
+}
+
 // encodeEntry and decodeEntry are the data of a lookup entry: the key of the
 // item it names.
 func encodeEntry(k Key) []byte {
@@ -369,10 +435,20 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 			return nil
 		}
 		writes := tx.Writes()
+		var late []Key
 		if len(writes) > MaxCommitWrites {
-			return ErrTooManyWrites
+			if writes, late, err = tx.splitOverflow(ctx); err != nil {
+				return err
+			}
 		}
 		err = s.Commit(ctx, writes)
+		if err == nil {
+			// Best effort: an entry left behind is skipped by lookups.
+			for _, k := range late {
+				_ = dropStale(ctx, s, k)
+			}
+			return nil
+		}
 		if !errors.Is(err, ErrConflict) || attempt == attempts-1 {
 			return err
 		}

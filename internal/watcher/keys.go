@@ -18,12 +18,19 @@ import (
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
 //
-// Sparse indexes (an expectation appears only while the condition holds):
+// Lookup indexes (store.Lookups: entry items in the table, written in the
+// same commit as the expectation and read consistently, because decisions
+// depend on them; an expectation has an entry only while the condition
+// holds):
 //
-//	gsi1 fact key  FK#<agent>#<factKey>          <expectationId>   open, or lapsed awaiting a late fact
-//	gsi2 subject   SU#<agent>#<type>#<id>        <state>#<expId>   always
-//	gsi3 anchor    AN#<agent>#<anchorId>         <expectationId>   open and anchored
-//	gsi4 task      TK#<agent>#<taskId>           <expectationId>   open
+//	lk1 fact key   FK#<agent>#<factKey>          <expectationId>   open, or lapsed awaiting a late fact
+//	lk2 task       TK#<agent>#<taskId>           <expectationId>   open
+//	lk3 anchor     AN#<agent>#<anchorId>         <expectationId>   open and anchored
+//
+// Global indexes (store.Indexes: GSIs on DynamoDB, read where lag only
+// delays what a reader sees):
+//
+//	gsi2 subject   SU#<agent>#<type>#<id>        <state>#<expId>   always (listing by subject)
 //	gsi5 work      OPEN#<shard>                  <next instant>#<agent>#<expId>   open
 //	               OUTBOX                        <lapsedAt>#<agent>#<expId>       lapse task not yet delivered
 //	               DEAD                          <lapsedAt>#<agent>#<expId>       lapse task dead-lettered
@@ -34,6 +41,13 @@ const (
 
 	// OpenShards spreads open expectations over several gsi5 partitions.
 	OpenShards = 16
+)
+
+// The lookup indexes of expectation records.
+const (
+	lookupFactKey = store.LK1
+	lookupTask    = store.LK2
+	lookupAnchor  = store.LK3
 )
 
 // esc is store.KeyPart, short for the key builders below.
@@ -88,19 +102,24 @@ func recordItem(r *expect.Record) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, err
 	}
+	return store.Item{Key: ExpectationKey(r.AgentID, r.Expectation.ExpectationID), Type: TypeExpectation, Index: recordIndex(r), Data: data}, nil
+}
+
+// recordIndex returns a record's keys in the lookup and global indexes.
+func recordIndex(r *expect.Record) map[store.IndexName]store.IndexKey {
 	a, id := r.AgentID, r.Expectation.ExpectationID
 	eid := esc(id)
 	idx := map[store.IndexName]store.IndexKey{
 		store.GSI2: {PK: subjectPK(a, r.Expectation.Subject), SK: string(r.State) + "#" + eid},
 	}
 	if r.State == expect.StateOpen || (r.State == expect.StateLapsed && r.SatisfiedBy == nil) {
-		idx[store.GSI1] = store.IndexKey{PK: factKeyPK(a, r.Expectation.SatisfiedBy.FactKey), SK: eid}
+		idx[lookupFactKey] = store.IndexKey{PK: factKeyPK(a, r.Expectation.SatisfiedBy.FactKey), SK: eid}
 	}
 	if r.State == expect.StateOpen {
 		if r.Expectation.Anchor != nil {
-			idx[store.GSI3] = store.IndexKey{PK: anchorPK(a, r.Expectation.Anchor.ExpectationID), SK: eid}
+			idx[lookupAnchor] = store.IndexKey{PK: anchorPK(a, r.Expectation.Anchor.ExpectationID), SK: eid}
 		}
-		idx[store.GSI4] = store.IndexKey{PK: taskPK(a, r.TaskID), SK: eid}
+		idx[lookupTask] = store.IndexKey{PK: taskPK(a, r.TaskID), SK: eid}
 		if next, ok := expect.NextInstant(r); ok {
 			idx[store.GSI5] = store.IndexKey{PK: openShard(a, id), SK: expect.FormatTime(next.At) + "#" + esc(a) + "#" + eid}
 		}
@@ -114,7 +133,7 @@ func recordItem(r *expect.Record) (store.Item, error) {
 			idx[store.GSI5] = store.IndexKey{PK: DeadPK, SK: suffix}
 		}
 	}
-	return store.Item{Key: ExpectationKey(a, id), Type: TypeExpectation, Index: idx, Data: data}, nil
+	return idx
 }
 
 // DecodeRecord decodes an expectation item.

@@ -200,6 +200,10 @@ func (st *txState) setSubject(r *expect.SubjectRecord) {
 	}
 }
 
+// writes returns how many records and subjects staging would write (their
+// lookup entries aside, which store.Update fits around them).
+func (st *txState) writes() int { return len(st.dirty) + len(st.dirtySub) }
+
 // stage puts every changed record and subject into the transaction.
 func (st *txState) stage() error {
 	for _, id := range st.dirty {
@@ -219,20 +223,22 @@ func (st *txState) stage() error {
 	return nil
 }
 
-// queryAll reads every page of q.
-func (st *txState) queryAll(q store.Query) ([]store.Item, error) {
-	var out []store.Item
-	for {
-		p, err := st.tx.Query(st.ctx, q)
+// lookup reads the records with key pk in a lookup index, consistently
+// (every commit before it is seen), each tracked for a compare-and-set.
+func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, error) {
+	items, err := st.tx.Lookup(st.ctx, name, pk)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*expect.Record, 0, len(items))
+	for _, it := range items {
+		r, err := st.adopt(it)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p.Items...)
-		if p.Next == "" {
-			return out, nil
-		}
-		q.After = p.Next
+		out = append(out, r)
 	}
+	return out, nil
 }
 
 // Raise raises the expectations of req for agentID, all or nothing. It
@@ -268,6 +274,16 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 			st.set(r)
 		}
 		out = res.Records
+		// An anchor decides a dependent's due time (already satisfied: at
+		// once; else when it is, by looking up its dependents), so the
+		// raise commits only if each anchor is still as read: a fact
+		// satisfying it meanwhile makes the raise run again, instead of
+		// leaving a dependent that neither saw the fact nor was looked up.
+		for _, e := range req.Expectations {
+			if e.Anchor != nil && existing[e.Anchor.ExpectationID] != nil {
+				tx.Check(ExpectationKey(agentID, e.Anchor.ExpectationID))
+			}
+		}
 		return st.stage()
 	})
 	if err != nil {
@@ -393,7 +409,7 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 			}
 			out = append(out, o)
 		}
-		if len(st.dirty)+len(st.dirtySub) > store.MaxCommitWrites {
+		if st.writes() > store.MaxCommitWrites {
 			return errs.E(errs.Invalid, "these facts change more than %d records at once; report them in smaller batches", store.MaxCommitWrites)
 		}
 		return st.stage()
@@ -406,16 +422,12 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 
 func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutcome, error) {
 	o := FactOutcome{FactKey: f.FactKey, Satisfied: []string{}}
-	items, err := st.queryAll(store.Query{Index: store.GSI1, PK: factKeyPK(st.agent, f.FactKey), Limit: 1000})
+	candidates, err := st.lookup(lookupFactKey, factKeyPK(st.agent, f.FactKey))
 	if err != nil {
 		return o, err
 	}
 	var matched []*expect.Record
-	for _, it := range items {
-		r, err := st.adopt(it)
-		if err != nil {
-			return o, err
-		}
+	for _, r := range candidates {
 		if expect.Matches(f, r) {
 			matched = append(matched, r)
 		}
@@ -478,32 +490,35 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 // satisfying fact, so a fact itself costs only its own writes. Running it
 // twice changes nothing more.
 func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error {
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, agentID)
-		now := s.now()
-		deps, err := st.queryAll(store.Query{Index: store.GSI3, PK: anchorPK(agentID, anchorID), Limit: 1000})
-		if err != nil {
-			return err
-		}
-		for _, it := range deps {
-			d, err := st.adopt(it)
+	for {
+		more := false
+		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+			st := newTxState(ctx, tx, agentID)
+			now := s.now()
+			more = false
+			deps, err := st.lookup(lookupAnchor, anchorPK(agentID, anchorID))
 			if err != nil {
 				return err
 			}
-			sub, err := st.subject(d.Expectation.Subject)
-			if err != nil {
-				return err
+			for _, d := range deps {
+				if st.writes() >= store.MaxCommitWrites-1 {
+					more = true // the rest in the next commit
+					break
+				}
+				sub, err := st.subject(d.Expectation.Subject)
+				if err != nil {
+					return err
+				}
+				if nd, changed := expect.Reanchor(d, observedAt, sub, now); changed {
+					st.set(nd)
+				}
 			}
-			if nd, changed := expect.Reanchor(d, observedAt, sub, now); changed {
-				st.set(nd)
-			}
-			if len(st.dirty) >= store.MaxCommitWrites {
-				break // the rest follow when this commit's changes are processed
-			}
+			return st.stage()
+		})
+		if err != nil || !more {
+			return internal(err)
 		}
-		return st.stage()
-	})
-	return internal(err)
+	}
 }
 
 // Withdraw withdraws the open expectations named by ids, all or nothing.
@@ -566,30 +581,37 @@ func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, re
 // taskID, because the task was canceled. It returns the withdrawn records.
 func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*expect.Record, error) {
 	var out []*expect.Record
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, agentID)
-		now := s.now()
-		out = nil
-		items, err := st.queryAll(store.Query{Index: store.GSI4, PK: taskPK(agentID, taskID), Limit: 1000})
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			r, err := st.adopt(it)
+	for {
+		var round []*expect.Record
+		more := false
+		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+			st := newTxState(ctx, tx, agentID)
+			now := s.now()
+			round, more = nil, false
+			open, err := st.lookup(lookupTask, taskPK(agentID, taskID))
 			if err != nil {
 				return err
 			}
-			if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), now); err == nil && changed {
-				st.set(nr)
-				out = append(out, nr)
+			for _, r := range open {
+				if st.writes() >= store.MaxCommitWrites-1 {
+					more = true // the rest in the next commit; cancellation is idempotent
+					break
+				}
+				if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), now); err == nil && changed {
+					st.set(nr)
+					round = append(round, nr)
+				}
 			}
-			if len(out) >= store.MaxCommitWrites {
-				break // the rest go in the next call; cancellation is idempotent
-			}
+			return st.stage()
+		})
+		if err != nil {
+			return out, internal(err)
 		}
-		return st.stage()
-	})
-	return out, internal(err)
+		out = append(out, round...)
+		if !more {
+			return out, nil
+		}
+	}
 }
 
 // Tick evaluates one record against the watcher's clock, for an instant

@@ -266,8 +266,8 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 
 // op is one validated write.
 type op struct {
-	idx  int
-	key  store.Key
+	idx   int
+	key   store.Key
 	cond  store.Cond
 	put   *store.Item // a private copy; nil for a delete or check
 	check bool        // a condition check: nothing is written

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LookupEntries", testLookupEntries},
 		{"CheckWrite", testCheckWrite},
 		{"UpdateCheck", testUpdateCheck},
+		{"LookupOverflow", testLookupOverflow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1246,5 +1247,56 @@ func testUpdateCheck(t *testing.T, s store.Store, ns string) {
 	})
 	if !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Check of an unread key = %v, want ErrInvalid", err)
+	}
+}
+
+func testLookupOverflow(t *testing.T, s store.Store, ns string) {
+	ctx := ctxT(t)
+	const n = 60 // 60 items and 120 entries: more than one commit holds
+	keys := func(i int) map[store.IndexName]store.IndexKey {
+		return map[store.IndexName]store.IndexKey{
+			store.LK1: {PK: ns + "FK#all", SK: fmt.Sprintf("%03d", i)},
+			store.LK2: {PK: ns + "TK#all", SK: fmt.Sprintf("%03d", i)},
+		}
+	}
+	err := store.Update(ctx, s, func(tx *store.Tx) error {
+		for i := range n {
+			tx.Put(withIndex(item(ns+"p", fmt.Sprintf("%03d", i), `{}`), keys(i)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update of %d items with %d entries: %v", n, 2*n, err)
+	}
+	if got := lookupIDs(t, s, store.LK2, ns+"TK#all"); len(got) != n {
+		t.Fatalf("lookup found %d, want %d", len(got), n)
+	}
+	// Taking the keys away: the entry deletes that do not fit in the
+	// commit follow it, and none is left.
+	err = store.Update(ctx, s, func(tx *store.Tx) error {
+		items, err := tx.Lookup(ctx, store.LK1, ns+"FK#all")
+		for _, it := range items {
+			tx.Put(withIndex(item(it.PK, it.SK, `{"closed":true}`), nil))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Update taking %d items out of both lookups: %v", n, err)
+	}
+	if got := lookupIDs(t, s, store.LK1, ns+"FK#all"); len(got) != 0 {
+		t.Fatalf("after the commit, lookup found %d, want 0", len(got))
+	}
+	if left := len(entries(t, s, ns+"FK#all")) + len(entries(t, s, ns+"TK#all")); left != 0 {
+		t.Fatalf("%d entries left, want 0", left)
+	}
+	// More staged writes than one commit holds is still refused.
+	err = store.Update(ctx, s, func(tx *store.Tx) error {
+		for i := range store.MaxCommitWrites + 1 {
+			tx.Put(withIndex(item(ns+"q", fmt.Sprintf("%03d", i), `{}`), keys(i)))
+		}
+		return nil
+	})
+	if !errors.Is(err, store.ErrTooManyWrites) {
+		t.Fatalf("Update of %d items = %v, want ErrTooManyWrites", store.MaxCommitWrites+1, err)
 	}
 }
