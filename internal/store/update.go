@@ -437,11 +437,13 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 		writes := tx.Writes()
 		var late []Key
 		if len(writes) > MaxCommitWrites {
-			if writes, late, err = tx.splitOverflow(ctx); err != nil {
-				return err
-			}
+			// A conflict here (a transaction of entries cancelled by a
+			// concurrent one) is retried like the commit's own.
+			writes, late, err = tx.splitOverflow(ctx)
 		}
-		err = s.Commit(ctx, writes)
+		if err == nil {
+			err = s.Commit(ctx, writes)
+		}
 		if err == nil {
 			// Best effort: an entry left behind is skipped by lookups.
 			for _, k := range late {
