@@ -17,6 +17,11 @@ It differs from `moto_server` in these ways, which the tests rely on:
     DynamoDB does. moto 5.2.5 first stores a keys-only placeholder item and
     records a second, keys-only INSERT for it (see patch_update_stream).
 
+Fault injection (off unless asked for), for the faults DynamoDB has and moto
+does not: set from the environment variable CLOCKWORK_EMULATOR_FAULTS (JSON)
+at start, or at any time with POST /_clockwork/faults (the same JSON; the
+answer is the settings in force). See class Faults.
+
 Request logging is off; errors still go to stderr. The package directory
 listing that moto repeats on every request is cached (cache_module_list).
 
@@ -34,12 +39,17 @@ results (a long campaign otherwise slows to a few requests a second):
 
 import argparse
 import copy
+import io
 import ipaddress
+import json
 import os
+import random
 import signal
 import socket
 import sys
 import threading
+import time
+import uuid
 
 
 def loopback(host):
@@ -518,6 +528,284 @@ def cache_module_list():
     backends.list_of_moto_modules = lambda: modules
 
 
+
+class Faults:
+    """Faults of DynamoDB and DynamoDB Streams that moto does not have.
+
+    Settings (JSON object; a missing key keeps its value, all start at 0):
+
+      * gsiLagSeconds: a Query of a global secondary index does not see an
+        item written (PutItem, UpdateItem, DeleteItem, BatchWriteItem,
+        TransactWriteItems) less than this long ago, as if the index had not
+        caught up. The item is left out of the answer (DynamoDB would still
+        show its previous image, or none for a new item; leaving it out is
+        the harsher case for a reader that must find it). Table queries,
+        GetItem and ConsistentRead are unaffected, as on DynamoDB.
+      * throttle: the fraction of DynamoDB data-plane calls (and of Streams
+        GetRecords) refused before moto sees them with HTTP 400 and a
+        throttling error, in the JSON shape DynamoDB answers:
+        ProvisionedThroughputExceededException or ThrottlingException
+        (GetRecords: LimitExceededException). The SDKs retry these.
+      * transactionConflict: the fraction of TransactWriteItems refused with
+        TransactionCanceledException whose CancellationReasons hold
+        TransactionConflict for one action and None for the others, as
+        DynamoDB answers when another transaction holds one of the items.
+      * seed: seeds the random choices (0 = from the clock).
+
+    Counters of the faults injected are in the answer of POST
+    /_clockwork/faults."""
+
+    DATA_OPS = frozenset((
+        "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan",
+        "BatchGetItem", "BatchWriteItem", "TransactWriteItems", "TransactGetItems",
+    ))
+    WRITE_OPS = frozenset(("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"))
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.lag = 0.0
+        self.throttle = 0.0
+        self.conflict = 0.0
+        self.rng = random.Random()
+        self.written = {}  # (table, key) -> monotonic time of the last write
+        self.keys = {}  # table -> (hash attribute, range attribute or None)
+        self.counts = {"throttled": 0, "conflicts": 0, "hiddenFromIndex": 0}
+        self.pruned = time.monotonic()
+
+    def configure(self, settings):
+        with self.lock:
+            if "gsiLagSeconds" in settings:
+                self.lag = max(0.0, float(settings["gsiLagSeconds"]))
+            if "throttle" in settings:
+                self.throttle = min(1.0, max(0.0, float(settings["throttle"])))
+            if "transactionConflict" in settings:
+                self.conflict = min(1.0, max(0.0, float(settings["transactionConflict"])))
+            if settings.get("seed"):
+                self.rng.seed(int(settings["seed"]))
+            return self.state()
+
+    def state(self):
+        return {
+            "gsiLagSeconds": self.lag,
+            "throttle": self.throttle,
+            "transactionConflict": self.conflict,
+            "counts": dict(self.counts),
+        }
+
+    def chance(self, p):
+        return p > 0 and self.rng.random() < p
+
+    # ---- the request path ----
+
+    def before(self, service, op, body):
+        """An error answer (status, body) to give instead of moto's, or None."""
+        with self.lock:
+            if service == "DynamoDBStreams_20120810" and op == "GetRecords":
+                if self.chance(self.throttle):
+                    self.counts["throttled"] += 1
+                    return _error("com.amazonaws.dynamodb.v20120810#LimitExceededException",
+                                  "Too many requests for the stream.")
+                return None
+            if service != "DynamoDB_20120810" or op not in self.DATA_OPS:
+                return None
+            if self.chance(self.throttle):
+                self.counts["throttled"] += 1
+                if self.rng.random() < 0.5:
+                    return _error(
+                        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                        "The level of configured provisioned throughput for the table was exceeded. "
+                        "Consider increasing your provisioning level with the UpdateTable API.")
+                return _error(
+                    "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                    "Throughput exceeds the current capacity of your table or index. DynamoDB is "
+                    "automatically scaling your table or index so please try again shortly.")
+            if op == "TransactWriteItems" and self.chance(self.conflict):
+                actions = body.get("TransactItems") if isinstance(body, dict) else None
+                n = len(actions) if isinstance(actions, list) and actions else 1
+                hit = self.rng.randrange(n)
+                reasons = [{"Code": "None"} for _ in range(n)]
+                reasons[hit] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+                codes = ", ".join(r["Code"] for r in reasons)
+                self.counts["conflicts"] += 1
+                return _error(
+                    "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                    "Transaction cancelled, please refer cancellation reasons for specific reasons [%s]" % codes,
+                    CancellationReasons=reasons, message_key="Message")
+            return None
+
+    def after(self, service, op, body, status, answer):
+        """Note what a request wrote, learn key schemas, and hide young
+        items from index queries. Returns the answer to send."""
+        if service != "DynamoDB_20120810" or not isinstance(body, dict):
+            return answer
+        with self.lock:
+            if op == "CreateTable" and status == 200:
+                self.learn(body.get("TableName"), body.get("KeySchema"))
+            elif op == "DescribeTable" and status == 200:
+                try:
+                    t = json.loads(answer)["Table"]
+                    self.learn(t.get("TableName"), t.get("KeySchema"))
+                except Exception:
+                    pass
+            if status != 200:
+                return answer
+            if op in self.WRITE_OPS:
+                now = time.monotonic()
+                for table, key in self.written_keys(op, body):
+                    self.written[(table, key)] = now
+                if now - self.pruned > 5:
+                    self.prune(now)
+                return answer
+            if op == "Query" and body.get("IndexName") and self.lag > 0:
+                return self.hide_young(body.get("TableName"), answer)
+        return answer
+
+    def learn(self, table, schema):
+        if not table or not isinstance(schema, list):
+            return
+        h = r = None
+        for k in schema:
+            if k.get("KeyType") == "HASH":
+                h = k.get("AttributeName")
+            elif k.get("KeyType") == "RANGE":
+                r = k.get("AttributeName")
+        if h:
+            self.keys[table] = (h, r)
+
+    def key_of(self, table, attrs):
+        h, r = self.keys.get(table, ("pk", "sk"))
+        if not isinstance(attrs, dict) or h not in attrs:
+            return None
+        return json.dumps([attrs.get(h), attrs.get(r) if r else None], sort_keys=True)
+
+    def written_keys(self, op, body):
+        out = []
+
+        def add(table, attrs):
+            k = self.key_of(table, attrs)
+            if table and k:
+                out.append((table, k))
+
+        if op == "PutItem":
+            add(body.get("TableName"), body.get("Item"))
+        elif op in ("UpdateItem", "DeleteItem"):
+            add(body.get("TableName"), body.get("Key"))
+        elif op == "BatchWriteItem":
+            for table, reqs in (body.get("RequestItems") or {}).items():
+                for req in reqs or []:
+                    if "PutRequest" in req:
+                        add(table, req["PutRequest"].get("Item"))
+                    elif "DeleteRequest" in req:
+                        add(table, req["DeleteRequest"].get("Key"))
+        elif op == "TransactWriteItems":
+            for action in body.get("TransactItems") or []:
+                if "Put" in action:
+                    add(action["Put"].get("TableName"), action["Put"].get("Item"))
+                elif "Update" in action:
+                    add(action["Update"].get("TableName"), action["Update"].get("Key"))
+                elif "Delete" in action:
+                    add(action["Delete"].get("TableName"), action["Delete"].get("Key"))
+        return out
+
+    def prune(self, now):
+        horizon = now - max(self.lag, 1.0)
+        self.written = {k: t for k, t in self.written.items() if t >= horizon}
+        self.pruned = now
+
+    def hide_young(self, table, answer):
+        try:
+            doc = json.loads(answer)
+        except Exception:
+            return answer
+        items = doc.get("Items")
+        if not isinstance(items, list):
+            return answer
+        now = time.monotonic()
+        kept = []
+        for it in items:
+            t = self.written.get((table, self.key_of(table, it)))
+            if t is not None and now - t < self.lag:
+                self.counts["hiddenFromIndex"] += 1
+                continue
+            kept.append(it)
+        if len(kept) == len(items):
+            return answer
+        doc["Items"] = kept
+        doc["Count"] = len(kept)
+        return json.dumps(doc).encode()
+
+
+def _error(error_type, message, message_key="message", **extra):
+    doc = {"__type": error_type, message_key: message}
+    doc.update(extra)
+    return 400, json.dumps(doc).encode()
+
+
+def faulty(app, faults, lock):
+    """Serve app one request at a time (under lock) with faults, and serve
+    POST /_clockwork/faults. A write is noted under the same lock, so no
+    index query can see it before its lag starts."""
+
+    def wrapped(environ, start_response):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        raw = environ["wsgi.input"].read(length) if length > 0 else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        if environ.get("PATH_INFO") == "/_clockwork/faults" and environ.get("REQUEST_METHOD") == "POST":
+            try:
+                state = faults.configure(json.loads(raw or b"{}"))
+                status, out = "200 OK", json.dumps(state).encode()
+            except Exception as err:  # a bad setting
+                status, out = "400 Bad Request", json.dumps({"message": str(err)}).encode()
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(out)))])
+            return [out]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        service, _, op = target.partition(".")
+        body = None
+        if service in ("DynamoDB_20120810", "DynamoDBStreams_20120810"):
+            try:
+                body = json.loads(raw or b"{}")
+            except Exception:
+                body = None
+            refused = faults.before(service, op, body)
+            if refused is not None:
+                code, out = refused
+                start_response("%d Bad Request" % code, [
+                    ("Content-Type", "application/x-amz-json-1.0"),
+                    ("Content-Length", str(len(out))),
+                    ("x-amzn-RequestId", str(uuid.uuid4())),
+                ])
+                return [out]
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+            return lambda data: None
+
+        with lock:
+            result = app(environ, capture)
+            try:
+                answer = b"".join(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+            status_code = int(captured["status"].split()[0])
+            if body is not None:
+                new = faults.after(service, op, body, status_code, answer)
+                if new is not answer:
+                    answer = new
+                    captured["headers"] = [
+                        (k, str(len(answer)) if k.lower() == "content-length" else v)
+                        for k, v in captured["headers"]
+                    ]
+        start_response(captured["status"], captured["headers"])
+        return [answer]
+
+    return wrapped
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
@@ -555,21 +843,14 @@ def main():
     dispatcher = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
 
-    def serialized(environ, start_response):
-        with lock:
-            result = dispatcher(environ, start_response)
-            try:
-                body = b"".join(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-        return [body]
+    faults = Faults()
+    if os.environ.get("CLOCKWORK_EMULATOR_FAULTS"):
+        faults.configure(json.loads(os.environ["CLOCKWORK_EMULATOR_FAULTS"]))
 
     server = make_server(
         args.host,
         args.port,
-        serialized,
+        faulty(dispatcher, faults, lock),
         threaded=True,
         request_handler=QuietHandler,
     )

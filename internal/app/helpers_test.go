@@ -48,6 +48,10 @@ var backendKind = "embedded"
 
 var emulatorEndpoint string
 
+// awsStreamFaults, when set, are the stream delivery faults of the AWS
+// mode's poller (TestAWSMode sets them).
+var awsStreamFaults *awsrt.StreamFaults
+
 var _, testSigningKey, _ = ed25519.GenerateKey(nil)
 
 // startEmulator starts (once per test binary) the moto server that plays
@@ -143,7 +147,7 @@ func (e *testEnv) restartAWS() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true})
+	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -152,6 +156,11 @@ func (e *testEnv) restartAWS() {
 }
 
 func (e *testEnv) stop() {
+	if e.local != nil && awsStreamFaults != nil {
+		if c := e.local.StreamFaultCounts(); c != (awsrt.StreamFaultCounts{}) {
+			e.t.Logf("stream faults injected: %+v", c)
+		}
+	}
 	if e.srv != nil {
 		e.srv.Close()
 		e.srv = nil

@@ -1,6 +1,11 @@
 package app
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
+)
 
 // scenarios are the end-to-end scenarios of both protocols, run against
 // every backend: the embedded default and the AWS mode on emulators.
@@ -33,6 +38,11 @@ var scenarios = []struct {
 	{"KeepsTimeAgentsAreNotSent", scenarioKeepsTimeAgentsAreNotSent},
 	{"OutboundGuardRefusesLoopbackAgents", scenarioOutboundGuardRefusesLoopbackAgents},
 	{"RestartFiresMissedInstantsAndDeliversOnce", scenarioRestartFiresMissedInstantsAndDeliversOnce},
+	{"RaceFactRightAfterRaise", scenarioRaceFactRightAfterRaise},
+	{"RaceAnchorSatisfiedWhileDependentRaised", scenarioRaceAnchorSatisfiedWhileDependentRaised},
+	{"RaceTaskCanceledRightAfterRaise", scenarioRaceTaskCanceledRightAfterRaise},
+	{"RaceFirstEventRightAfterAnticipate", scenarioRaceFirstEventRightAfterAnticipate},
+	{"RaceWithdrawVersusLapse", scenarioRaceWithdrawVersusLapse},
 }
 
 // TestEmbedded runs every scenario against the embedded default.
@@ -47,9 +57,21 @@ func TestEmbedded(t *testing.T) {
 
 // TestAWSMode runs every scenario against the AWS runtime (the Lambda
 // handlers, DynamoDB and EventBridge Scheduler) on the moto emulator, with
-// the local AWS mode's stream and schedule pollers.
+// the local AWS mode's stream and schedule pollers, and with the faults
+// AWS has and moto does not: GSIs 2 s behind, throttling, transactions
+// cancelled for conflicts (dynamotest.DefaultFaults), and stream records
+// out of order across items, duplicated and cut off mid-batch
+// (awsStreamFaults).
 func TestAWSMode(t *testing.T) {
 	startEmulator(t)
+	before := dynamotest.SetFaults(t, emulatorEndpoint, dynamotest.DefaultFaults)
+	awsStreamFaults = &awsrt.StreamFaults{Reorder: true, Duplicate: 0.1, Cut: 0.1}
+	t.Cleanup(func() {
+		after := dynamotest.SetFaults(t, emulatorEndpoint, dynamotest.Faults{})
+		awsStreamFaults = nil
+		t.Logf("emulator faults injected: %d throttled, %d transaction conflicts, %d items hidden from lagging GSI queries",
+			after.Throttled-before.Throttled, after.Conflicts-before.Conflicts, after.HiddenFromIndex-before.HiddenFromIndex)
+	})
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			backendKind = "aws"

@@ -20,6 +20,7 @@ import (
 // LocalStack or moto) every client is pointed at it, with static
 // credentials and us-east-1 when the environment names none, as emulators
 // accept. apiOptions are added to every client (call counting in tests).
+// Clients retry throttling and transient errors as retry.go describes.
 func Config(ctx context.Context, endpoint string, apiOptions ...func(*middleware.Stack) error) (aws.Config, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if endpoint != "" {
@@ -38,6 +39,7 @@ func Config(ctx context.Context, endpoint string, apiOptions ...func(*middleware
 		ac.BaseEndpoint = aws.String(endpoint)
 	}
 	ac.APIOptions = append(ac.APIOptions, apiOptions...)
+	ac.Retryer = newRetryer
 	return ac, nil
 }
 

@@ -33,6 +33,9 @@ type LocalOptions struct {
 	// dynamo.StreamOptions.Checkpoint); empty keeps it in memory, so a
 	// restart reads the stream again from its oldest record.
 	Checkpoint string
+	// StreamFaults, when set, makes the stream poller deliver as AWS may:
+	// out of order across items, twice, cut off mid-batch (tests).
+	StreamFaults *StreamFaults
 }
 
 // Local runs what AWS runs around the functions, against an emulator:
@@ -44,6 +47,16 @@ type Local struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	reader *dynamo.StreamReader
+	faults *faultyFeed
+}
+
+// StreamFaultCounts returns the faults the stream poller injected so far
+// (zero without LocalOptions.StreamFaults).
+func (l *Local) StreamFaultCounts() StreamFaultCounts {
+	if l.faults == nil {
+		return StreamFaultCounts{}
+	}
+	return l.faults.snapshot()
 }
 
 // StartLocal starts the pollers. Errors: the table or group is missing and
@@ -73,11 +86,16 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		return nil, fmt.Errorf("stream of table %s: %w", rt.Config.Table, err)
 	}
 	l.reader = dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{PollInterval: opt.PollInterval, Checkpoint: opt.Checkpoint})
+	var fr store.FeedReader = batches{l.reader, opt.BatchSize}
+	if opt.StreamFaults != nil {
+		l.faults = newFaultyFeed(fr, *opt.StreamFaults)
+		fr = l.faults
+	}
 	if !opt.PauseFeed {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			_ = feed.Run(ctx, batches{l.reader, opt.BatchSize}, rt, rt.Log)
+			_ = feed.Run(ctx, fr, rt, rt.Log)
 		}()
 	}
 	l.wg.Add(1)

@@ -33,6 +33,18 @@ const (
 // lookupBound is the lookup index of anticipations by plan or scope.
 const lookupBound = store.LK1
 
+// TypeBindGuard is the type of a binding guard: one item per plan or scope
+// that anticipations are bound to, in the partition of their lookup
+// entries. Every declaration binding to the plan or scope writes it, and
+// the first event of a plan requires it unchanged (Tx.Check) for each
+// partition it looked up, so a declaration that commits while the event
+// decides which anticipations to seal makes the event run again and seal
+// it too. (A lookup sees every commit before it; the guard covers the one
+// that lands during it.)
+const TypeBindGuard = "bindguard"
+
+func bindGuardKey(boundPK string) store.Key { return store.Key{PK: boundPK, SK: "#GUARD"} }
+
 // esc is store.KeyPart, short for the key builders below.
 func esc(s string) string { return store.KeyPart(s) }
 

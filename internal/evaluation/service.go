@@ -148,6 +148,9 @@ func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may
 		if err != nil {
 			return err
 		}
+		if err := bumpBindGuard(ctx, tx, item); err != nil {
+			return err
+		}
 		tx.Put(item)
 		out, created = Declared{a.AnticipationID, false, rec.Digest}, true
 		return nil
@@ -161,6 +164,19 @@ func (s *Service) newRecord(a *anticipate.Anticipation, principal string) *Antic
 		DeclaredBy: principal, ReceivedAt: s.now().Format(time.RFC3339Nano), AgentID: a.AgentID,
 		PlanID: a.PlanID, ScopeID: a.ScopeEnvelopeID, AnticipateID: a.AnticipationID,
 	}
+}
+
+// bumpBindGuard writes the binding guard of the plan or scope the
+// anticipation item binds to (see TypeBindGuard).
+func bumpBindGuard(ctx context.Context, tx *store.Tx, item store.Item) error {
+	key := bindGuardKey(item.Index[lookupBound].PK)
+	g, _, err := tx.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	g.Key, g.Type = key, TypeBindGuard
+	tx.Put(g)
+	return nil
 }
 
 func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *anticipate.Anticipation) error {
@@ -246,6 +262,9 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 		next := s.newRecord(a, principal)
 		item, err := anticipationItem(next)
 		if err != nil {
+			return err
+		}
+		if err := bumpBindGuard(ctx, tx, item); err != nil {
 			return err
 		}
 		tx.Put(item)
@@ -429,6 +448,11 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, even
 	}
 	planAgent := eventAgent
 	for n, pk := range pks {
+		// A declaration committing meanwhile changes the guard.
+		if _, _, err := tx.Get(ctx, bindGuardKey(pk)); err != nil {
+			return nil, err
+		}
+		tx.Check(bindGuardKey(pk))
 		// Read consistently and tracked, so the seal is a compare-and-set.
 		items, err := tx.Lookup(ctx, lookupBound, pk)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -309,4 +310,58 @@ func waitAnswer(endpoint string, within time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.Join(fmt.Errorf("DynamoDB emulator at %s does not answer", endpoint), last)
+}
+
+// Faults are the faults the emulator injects (see class Faults in
+// localstack/dynamodb_emulator.py): what moto does not do and DynamoDB
+// does. The zero value turns them all off.
+type Faults struct {
+	// GSILag hides an item from global secondary index queries for this
+	// long after each write of it (DynamoDB's GSIs are eventually
+	// consistent; moto's are immediate).
+	GSILag time.Duration
+	// Throttle is the fraction of data-plane calls (and stream GetRecords)
+	// refused with a throttling error the SDK retries.
+	Throttle float64
+	// TransactionConflict is the fraction of TransactWriteItems cancelled
+	// with a TransactionConflict reason.
+	TransactionConflict float64
+	// Seed seeds the emulator's random choices; zero leaves them as they are.
+	Seed int64
+}
+
+// FaultCounts counts the faults the emulator injected since it started.
+type FaultCounts struct {
+	Throttled       int `json:"throttled"`
+	Conflicts       int `json:"conflicts"`
+	HiddenFromIndex int `json:"hiddenFromIndex"`
+}
+
+// DefaultFaults are the faults the AWS-mode tests run with: GSIs 2 s
+// behind, 2% of calls throttled, 2% of transactions conflicting.
+var DefaultFaults = Faults{GSILag: 2 * time.Second, Throttle: 0.02, TransactionConflict: 0.02}
+
+// SetFaults sets the faults of the emulator at endpoint (for every client
+// of it) and returns the counts so far. It fails t when the emulator does
+// not take them (an emulator at EnvEndpoint that is not this project's).
+func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
+	t.Helper()
+	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"seed":%d}`,
+		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.Seed)
+	res, err := http.Post(endpoint+"/_clockwork/faults", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("dynamotest: set faults: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var state struct {
+		Counts FaultCounts `json:"counts"`
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("dynamotest: set faults: %s: %s", res.Status, b)
+	}
+	if err := json.Unmarshal(b, &state); err != nil {
+		t.Fatalf("dynamotest: set faults: %v (%s)", err, b)
+	}
+	return state.Counts
 }

@@ -1,0 +1,120 @@
+package dynamo_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// TestEmulatorFaults checks the faults the emulator injects for the tests
+// (see dynamotest.Faults): a lagging GSI that lookups do not depend on,
+// throttling errors the SDK classifies as throttling, and transactions
+// cancelled for a conflict, which the adapter reports as one.
+func TestEmulatorFaults(t *testing.T) {
+	endpoint := dynamotest.Start(t)
+	t.Cleanup(func() { dynamotest.SetFaults(t, endpoint, dynamotest.Faults{}) })
+	db, _ := clients(t)
+	table := dynamotest.NewTable(t, db, "faults-")
+	s := dynamo.New(db, table)
+	ctx := ctxT(t)
+
+	t.Run("GSILag", func(t *testing.T) {
+		before := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{GSILag: 5 * time.Second})
+		it := item("p", "a", `{}`)
+		it.Index = map[store.IndexName]store.IndexKey{store.GSI2: {PK: "g", SK: "1"}, store.LK1: {PK: "FK#k", SK: "a"}}
+		if err := store.Update(ctx, s, func(tx *store.Tx) error { tx.Put(it); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := s.Query(ctx, store.Query{Index: store.GSI2, PK: "g"}); err != nil || len(p.Items) != 0 {
+			t.Fatalf("GSI query right after the write = %d items, %v; want none (lagging)", len(p.Items), err)
+		}
+		if p, err := s.Query(ctx, store.Query{PK: "p"}); err != nil || len(p.Items) != 1 {
+			t.Fatalf("table query = %d items, %v; want the item", len(p.Items), err)
+		}
+		err := store.Update(ctx, s, func(tx *store.Tx) error {
+			got, err := tx.Lookup(ctx, store.LK1, "FK#k")
+			if err == nil && len(got) != 1 {
+				return errors.New("lookup missed the item")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("lookup right after the write: %v", err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			p, err := s.Query(ctx, store.Query{Index: store.GSI2, PK: "g"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Items) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the GSI never caught up")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if after := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{}); after.HiddenFromIndex <= before.HiddenFromIndex {
+			t.Fatalf("hidden counter %d -> %d", before.HiddenFromIndex, after.HiddenFromIndex)
+		}
+	})
+
+	t.Run("Throttling", func(t *testing.T) {
+		dynamotest.SetFaults(t, endpoint, dynamotest.Faults{Throttle: 1})
+		once := dynamodb.NewFromConfig(dynamotest.Config(endpoint), func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.RetryMaxAttempts = 1
+		})
+		seen := map[string]bool{}
+		for i := 0; i < 40 && len(seen) < 2; i++ {
+			_, err := once.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberS{Value: "a"}}})
+			var ae smithy.APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("GetItem under throttling = %v, want an API error", err)
+			}
+			if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) != aws.TrueTernary {
+				t.Fatalf("%s is not a throttle to the SDK's retryer", ae.ErrorCode())
+			}
+			seen[ae.ErrorCode()] = true
+		}
+		if !seen["ProvisionedThroughputExceededException"] || !seen["ThrottlingException"] {
+			t.Fatalf("error codes %v, want both throttling codes", seen)
+		}
+		dynamotest.SetFaults(t, endpoint, dynamotest.Faults{})
+	})
+
+	t.Run("TransactionConflict", func(t *testing.T) {
+		dynamotest.SetFaults(t, endpoint, dynamotest.Faults{TransactionConflict: 1})
+		err := s.Commit(ctx, []store.Write{store.PutIfAbsent(item("p", "x", `1`)), store.PutIfAbsent(item("p", "y", `2`))})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("Commit = %v, want a conflict", err)
+		}
+		_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), ConditionExpression: aws.String("attribute_exists(pk)"),
+				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberS{Value: "a"}}}},
+		}})
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) || len(tce.CancellationReasons) != 1 || aws.ToString(tce.CancellationReasons[0].Code) != "TransactionConflict" {
+			t.Fatalf("TransactWriteItems = %v, want TransactionCanceledException with TransactionConflict", err)
+		}
+		dynamotest.SetFaults(t, endpoint, dynamotest.Faults{})
+		mustAbsent := func(k store.Key) {
+			if _, err := s.Get(ctx, k); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("Get(%s) = %v, want not found: a cancelled transaction wrote", k, err)
+			}
+		}
+		mustAbsent(store.Key{PK: "p", SK: "x"})
+		mustAbsent(store.Key{PK: "p", SK: "y"})
+	})
+}
