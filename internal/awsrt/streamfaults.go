@@ -43,11 +43,11 @@ type faultyFeed struct {
 	store.FeedReader
 	f StreamFaults
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	maxSeq  string // the highest Seq of the batch handed out
-	cut     bool   // the batch handed out was cut off: drop its ack
-	counts  struct{ reordered, duplicated, cut atomic.Int64 }
+	mu     sync.Mutex
+	rng    *rand.Rand
+	maxSeq string // the highest Seq of the batch handed out
+	cut    bool   // the batch handed out was cut off: drop its ack
+	counts struct{ reordered, duplicated, cut atomic.Int64 }
 }
 
 func newFaultyFeed(fr store.FeedReader, f StreamFaults) *faultyFeed {
