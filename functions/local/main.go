@@ -44,6 +44,7 @@ func run() error {
 	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
 	allowPrivateJudge := flag.Bool("allow-private-judge", true, "let the judge be on loopback or a private address")
+	streamFaults := flag.Bool("aws-stream-faults", false, "AWS mode, for tests: the stream poller delivers records out of order across items, 10% twice, and cuts 10% of batches off mid-way as a timed-out function would")
 	awsEndpoint := flag.String("aws-endpoint", "", "AWS mode: run the Lambda handlers against this endpoint (LocalStack http://127.0.0.1:4566, moto); polls the table's stream and fires due schedules")
 	table := flag.String("table", "clockwork", "AWS mode: DynamoDB table (created if missing)")
 	group := flag.String("schedule-group", "clockwork", "AWS mode: EventBridge Scheduler group (created if missing)")
@@ -107,7 +108,11 @@ func run() error {
 			return err
 		}
 		checkpoint := filepath.Join(*data, "stream-"+*table+".checkpoint.json")
-		local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{Create: true, Checkpoint: checkpoint})
+		opts := awsrt.LocalOptions{Create: true, Checkpoint: checkpoint}
+		if *streamFaults {
+			opts.StreamFaults = &awsrt.StreamFaults{Reorder: true, Duplicate: 0.1, Cut: 0.1}
+		}
+		local, err := awsrt.StartLocal(rt, opts)
 		if err != nil {
 			return err
 		}

@@ -84,6 +84,7 @@ func main() {
 	flag.DurationVar(&cfg.Settle, "settle", 15*time.Minute, "bound on the wait for every instant and lapse to be processed after the last restart")
 	flag.BoolVar(&cfg.NoKill, "no-kill", false, "baseline: the same rounds, load and checks without killing the server")
 	all := flag.Bool("all", false, "run both full campaigns, the embedded one and then the AWS mode on moto (each with its defaults; -seed applies to both), and print a summary of the two")
+	flag.BoolVar(&cfg.NoFaults, "no-faults", false, "AWS mode without fault injection (by default: GSIs 2 s behind, 2% throttled calls, 2% conflicting transactions, stream records out of order, duplicated and cut off)")
 	flag.BoolVar(&cfg.AWS, "aws", false, "AWS mode: run the server against the moto emulator (-aws-endpoint, own table and schedule group) instead of -data; defaults 50 rounds, 4 workers, 1,000 operations, 15m budget (-short: 3 rounds, ~200 operations, 25s budget)")
 	flag.Parse()
 	if *all {
@@ -126,6 +127,12 @@ type Config struct {
 	AWS bool
 	// Endpoint is the emulator to use with AWS; empty starts it.
 	Endpoint string
+	// NoFaults runs the AWS form without the faults AWS has and moto does
+	// not (by default the emulator's GSIs lag 2 s, 2% of calls are
+	// throttled and 2% of transactions conflict, and the server's stream
+	// poller delivers out of order, twice and cut off:
+	// dynamotest.DefaultFaults and -aws-stream-faults).
+	NoFaults bool
 }
 
 // Result holds the campaign's figures.
@@ -145,6 +152,8 @@ type Result struct {
 	Redelivered              int // receipts of a messageId already received
 	Lost                     int
 	Duplicated               int
+	// Faults counts the emulator's injected faults (AWS form with faults).
+	Faults *dynamotest.FaultCounts
 	LoadTime, WallTime       time.Duration
 	OpsPerSec, WallOpsPerSec float64
 	MaxRestart, SumRestart   time.Duration
@@ -245,6 +254,7 @@ type server struct {
 // backend is where the server keeps its state: a data directory, or (AWS
 // mode) a table and schedule group on the emulator at endpoint.
 type backend struct {
+	faults bool // the server's stream poller injects faults
 	data                   string
 	endpoint, table, group string
 }
@@ -252,7 +262,11 @@ type backend struct {
 func (b backend) args() []string {
 	if b.endpoint != "" {
 		// -data holds the stream poller's checkpoint in the AWS mode.
-		return []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group, "-data", b.data}
+		args := []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group, "-data", b.data}
+		if b.faults {
+			args = append(args, "-aws-stream-faults")
+		}
+		return args
 	}
 	return []string{"-data", b.data}
 }
@@ -455,6 +469,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		data = filepath.Join(work, "data")
 	}
 	be := backend{data: data}
+	var faultsOff func() *dynamotest.FaultCounts
 	if cfg.AWS {
 		ep := cfg.Endpoint
 		if ep == "" {
@@ -473,7 +488,24 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("the emulator is at %q, not on 127.0.0.1", ep)
 		}
 		uniq := fmt.Sprintf("%x-%x", uint32(cfg.Seed), uint32(time.Now().UnixNano()))
-		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq, data: data}
+		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq, data: data, faults: !cfg.NoFaults}
+		if !cfg.NoFaults {
+			before, err := dynamotest.PostFaults(ep, dynamotest.DefaultFaults)
+			if err != nil {
+				return nil, err
+			}
+			faultsOff = func() *dynamotest.FaultCounts {
+				after, err := dynamotest.PostFaults(ep, dynamotest.Faults{})
+				if err != nil {
+					return nil
+				}
+				return &dynamotest.FaultCounts{Throttled: after.Throttled - before.Throttled,
+					Conflicts: after.Conflicts - before.Conflicts, HiddenFromIndex: after.HiddenFromIndex - before.HiddenFromIndex}
+			}
+			defer func() { _ = faultsOff() }() // on every path; counted below on success
+			fmt.Fprintf(out, "faults on: GSIs %s behind, %.0f%% of calls throttled, %.0f%% of transactions conflicting; stream records out of order, duplicated and cut off\n",
+				dynamotest.DefaultFaults.GSILag, 100*dynamotest.DefaultFaults.Throttle, 100*dynamotest.DefaultFaults.TransactionConflict)
+		}
 		data = be.String()
 	}
 	bin := cfg.Bin
@@ -601,6 +633,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	}
 	c.check(recs, agent.Received(), res)
 	res.Violations = c.violations
+	if faultsOff != nil {
+		res.Faults = faultsOff()
+	}
 	c.report(res)
 	if len(res.Violations) > 0 {
 		keep = true
@@ -1348,6 +1383,10 @@ func (c *campaign) report(res *Result) {
 	fmt.Fprintf(out, "lapses checked:                      %d (agent messages %d, redelivered with the same messageId %d)\n", res.Lapses, res.AgentMessages, res.Redelivered)
 	fmt.Fprintf(out, "lost:                                %d\n", res.Lost)
 	fmt.Fprintf(out, "duplicated messageIds:               %d\n", res.Duplicated)
+	if f := res.Faults; f != nil {
+		fmt.Fprintf(out, "faults injected by the emulator:     %d throttled calls, %d transaction conflicts, %d items hidden from lagging GSI queries\n",
+			f.Throttled, f.Conflicts, f.HiddenFromIndex)
+	}
 	fmt.Fprintf(out, "sustained load:                      %.0f ops/s under load (%.1fs), %.0f ops/s over the campaign's wall time (%.1fs, restarts included)\n",
 		res.OpsPerSec, res.LoadTime.Seconds(), res.WallOpsPerSec, res.WallTime.Seconds())
 	if res.Rounds > 0 {

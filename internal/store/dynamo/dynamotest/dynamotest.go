@@ -346,11 +346,21 @@ var DefaultFaults = Faults{GSILag: 2 * time.Second, Throttle: 0.02, TransactionC
 // not take them (an emulator at EnvEndpoint that is not this project's).
 func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
 	t.Helper()
+	c, err := PostFaults(endpoint, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// PostFaults is SetFaults for callers without a testing.TB (the campaign).
+// It returns an error naming what failed.
+func PostFaults(endpoint string, f Faults) (FaultCounts, error) {
 	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"seed":%d}`,
 		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.Seed)
 	res, err := http.Post(endpoint+"/_clockwork/faults", "application/json", strings.NewReader(body))
 	if err != nil {
-		t.Fatalf("dynamotest: set faults: %v", err)
+		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %w", err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -358,10 +368,10 @@ func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
 		Counts FaultCounts `json:"counts"`
 	}
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("dynamotest: set faults: %s: %s", res.Status, b)
+		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %s: %s", res.Status, b)
 	}
 	if err := json.Unmarshal(b, &state); err != nil {
-		t.Fatalf("dynamotest: set faults: %v (%s)", err, b)
+		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %w (%s)", err, b)
 	}
-	return state.Counts
+	return state.Counts, nil
 }
