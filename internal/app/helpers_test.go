@@ -266,6 +266,23 @@ func (e *testEnv) waitRecord(agent, id string, cond func(*expect.Record) bool) *
 	}
 }
 
+// listing polls a listing until cond holds (generous deadline) and returns
+// its records. Listings read global secondary indexes, which on DynamoDB
+// (and in the AWS mode, whose emulator makes them lag) show a commit only a
+// moment later; the caller then checks exactly what is listed.
+func (e *testEnv) listing(path string, cond func([]expect.Record) bool) []expect.Record {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var l struct{ Records []expect.Record }
+		e.must(200, e.call("GET", path, nil)).json(e.t, &l)
+		if cond(l.Records) || time.Now().After(deadline) {
+			return l.Records
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func problem(t *testing.T, r resp) map[string]any {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
