@@ -137,23 +137,23 @@ type Config struct {
 
 // Result holds the campaign's figures.
 type Result struct {
-	Rounds                   int
-	Acked, Unknown, Refused  int64
-	Raises, FactReports      int64
-	WithdrawalRequests       int64
-	Expectations             int // records checked
-	ExpectationsRaised       int // expectations sent in raises
-	Facts                    int // acknowledged facts checked
-	Withdrawals              int // acknowledged withdrawals (ids) checked
-	Lapses                   int // lapsed records checked
-	Satisfied, Withdrawn     int // final states
-	Late                     int // lapsed records satisfied afterwards
-	AgentMessages            int
-	Redelivered              int // receipts of a messageId already received
-	Lost                     int
-	Duplicated               int
+	Rounds                  int
+	Acked, Unknown, Refused int64
+	Raises, FactReports     int64
+	WithdrawalRequests      int64
+	Expectations            int // records checked
+	ExpectationsRaised      int // expectations sent in raises
+	Facts                   int // acknowledged facts checked
+	Withdrawals             int // acknowledged withdrawals (ids) checked
+	Lapses                  int // lapsed records checked
+	Satisfied, Withdrawn    int // final states
+	Late                    int // lapsed records satisfied afterwards
+	AgentMessages           int
+	Redelivered             int // receipts of a messageId already received
+	Lost                    int
+	Duplicated              int
 	// Faults counts the emulator's injected faults (AWS form with faults).
-	Faults *dynamotest.FaultCounts
+	Faults                   *dynamotest.FaultCounts
 	LoadTime, WallTime       time.Duration
 	OpsPerSec, WallOpsPerSec float64
 	MaxRestart, SumRestart   time.Duration
@@ -254,7 +254,7 @@ type server struct {
 // backend is where the server keeps its state: a data directory, or (AWS
 // mode) a table and schedule group on the emulator at endpoint.
 type backend struct {
-	faults bool // the server's stream poller injects faults
+	faults                 bool // the server's stream poller injects faults
 	data                   string
 	endpoint, table, group string
 }
