@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
@@ -23,7 +25,7 @@ import (
 
 // newRuntime starts a runtime on the emulator with a fresh table and
 // schedule group, counting every AWS call.
-func newRuntime(t *testing.T, counter *dynamo.Counter) *Runtime {
+func newRuntime(t *testing.T, counter *dynamo.Counter, more ...func(*middleware.Stack) error) *Runtime {
 	t.Helper()
 	endpoint := dynamotest.Start(t)
 	var b [4]byte
@@ -35,7 +37,7 @@ func newRuntime(t *testing.T, counter *dynamo.Counter) *Runtime {
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",
 		TokensJSON:       `{"tokens":[{"token":"t","principal":"p","scopes":["agents:write","expectations:write","facts:write","read"],"agents":["*"]}]}`,
 		Endpoint:         endpoint, AllowPrivateAgents: true,
-		APIOptions: []func(*middleware.Stack) error{dynamo.CountingMiddleware(counter)},
+		APIOptions: append([]func(*middleware.Stack) error{dynamo.CountingMiddleware(counter)}, more...),
 		Log:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -77,6 +79,22 @@ func writes(c *dynamo.Counter) int {
 	return n
 }
 
+// itemCounter counts the items the write calls write: one per PutItem,
+// UpdateItem or DeleteItem, one per action of a TransactWriteItems.
+type itemCounter struct{ n atomic.Int64 }
+
+func (c *itemCounter) middleware(st *middleware.Stack) error {
+	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("countItems", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		switch p := in.Parameters.(type) {
+		case *dynamodb.TransactWriteItemsInput:
+			c.n.Add(int64(len(p.TransactItems)))
+		case *dynamodb.PutItemInput, *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput:
+			c.n.Add(1)
+		}
+		return next.HandleInitialize(ctx, in)
+	}), middleware.Before)
+}
+
 func exp(id, due string, extra ...func(map[string]any)) map[string]any {
 	m := map[string]any{"expectationId": id, "kind": "payment", "subject": map[string]any{"type": "invoice", "id": "42"},
 		"expects": "paid", "satisfiedBy": map[string]any{"factKey": "paid." + id}, "dueAt": due, "basis": "contract"}
@@ -94,18 +112,20 @@ func exp(id, due string, extra ...func(map[string]any)) map[string]any {
 // entries and the subject, and nothing ever scans.
 func TestDynamoDBCallBudgets(t *testing.T) {
 	counter := &dynamo.Counter{}
-	rt := newRuntime(t, counter)
+	items := &itemCounter{}
+	rt := newRuntime(t, counter, items.middleware)
 	h := rt.HTTP()
 	agent := a2atest.NewAgent(t, "1.0")
 	call(t, h, "PUT", "/v1/agents/a1", agent.Card())
 	due := expect.FormatTime(time.Now().Add(time.Hour))
 
 	counter.Reset()
+	items.n.Store(0)
 	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e1", due)}})
 	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
 		t.Fatalf("raise: %d writes (%v), want one TransactWriteItems", w, counter.Snapshot())
 	}
-	t.Logf("raise: %v", counter.Snapshot())
+	t.Logf("raise: %v, %d items written (the record and its lookup entries)", counter.Snapshot(), items.n.Load())
 
 	counter.Reset()
 	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e2", due, func(m map[string]any) { m["supersedes"] = "e1" })}})
@@ -115,11 +135,35 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 	t.Logf("raise superseding: %v", counter.Snapshot())
 
 	counter.Reset()
+	items.n.Store(0)
 	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.e2", "observedAt": expect.FormatTime(time.Now())}}})
 	if q, g, w := counter.Count("Query"), counter.Count("GetItem"), writes(counter); q != 1 || w != 1 || g != 3 {
 		t.Fatalf("fact: %v, want one lookup query, three GetItems (card, expectation, subject) and one write", counter.Snapshot())
 	}
-	t.Logf("fact: %v", counter.Snapshot())
+	t.Logf("fact: %v, %d items written (the record, the subject, the deletes of its lookup entries)", counter.Snapshot(), items.n.Load())
+
+	// A lapse: the clock's tick at the grace end (here due, no grace).
+	soon := time.Now().Add(time.Second)
+	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e3", expect.FormatTime(soon))}})
+	rec, err := rt.Watcher.Get(context.Background(), "a1", "e3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(soon.Add(50 * time.Millisecond)))
+	counter.Reset()
+	items.n.Store(0)
+	for _, in := range expect.Instants(rec) {
+		if err := rt.Watcher.Tick(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, _ := rt.Watcher.Get(context.Background(), "a1", "e3"); r.State != expect.StateLapsed {
+		t.Fatalf("e3 did not lapse: %s", r.State)
+	}
+	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
+		t.Fatalf("lapse: %v, want one TransactWriteItems", counter.Snapshot())
+	}
+	t.Logf("lapse: %v, %d items written (the record, the delete of its task entry)", counter.Snapshot(), items.n.Load())
 
 	counter.Reset()
 	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.nothing", "observedAt": expect.FormatTime(time.Now())}}})
