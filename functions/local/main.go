@@ -45,6 +45,8 @@ func run() error {
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
 	allowPrivateJudge := flag.Bool("allow-private-judge", true, "let the judge be on loopback or a private address")
 	streamFaults := flag.Bool("aws-stream-faults", false, "AWS mode, for tests: the stream poller delivers records out of order across items, 10% twice, and cuts 10% of batches off mid-way as a timed-out function would")
+	judgeKind := flag.String("judge", "", "kind of model judge: http (this project's judge protocol at -judge-url; the default when -judge-url is given), openai (an OpenAI-compatible Chat Completions API at base URL -judge-url, key in $JUDGE_API_KEY), bedrock (Amazon Bedrock Converse; -judge-url overrides its endpoint)")
+	judgeModel := flag.String("judge-model", "", "model of the openai judge, model id of the bedrock judge")
 	awsEndpoint := flag.String("aws-endpoint", "", "AWS mode: run the Lambda handlers against this endpoint (LocalStack http://127.0.0.1:4566, moto); polls the table's stream and fires due schedules")
 	table := flag.String("table", "clockwork", "AWS mode: DynamoDB table (created if missing)")
 	group := flag.String("schedule-group", "clockwork", "AWS mode: EventBridge Scheduler group (created if missing)")
@@ -96,6 +98,7 @@ func run() error {
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
 			Endpoint: *awsEndpoint, Stage: "local", Log: log,
 		})
 		if err != nil {
@@ -127,6 +130,7 @@ func run() error {
 			AllowPrivateAgents: *allowPrivate,
 			Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
 			JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
+			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
 		})
 		if err != nil {
 			return err

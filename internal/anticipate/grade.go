@@ -71,6 +71,11 @@ type Result struct {
 	GradedBy string `json:"graded_by"`
 	// Rationale is the model judge's or reviewer's explanation of a grade.
 	Rationale string `json:"rationale,omitempty"`
+	// PromptDigest, on a model's grade, is "sha256:" and the hex SHA-256 of
+	// the RFC 8785 form of the request body that got the grade (the judge
+	// request, or the model API's request with its model), so the grade can
+	// be reproduced by sending it again.
+	PromptDigest string `json:"prompt_digest,omitempty"`
 }
 
 // Verification is a VERIFY message (design.md section 4) plus the optional
@@ -105,6 +110,8 @@ type CriterionGrade struct {
 	Score     float64 `json:"score"`               // in [0, 1]
 	Rationale string  `json:"rationale,omitempty"` // the grader's explanation
 	GradedBy  string  `json:"graded_by"`           // who graded, e.g. "human:bob" or "model:judge"
+	// PromptDigest is a model grade's Result.PromptDigest.
+	PromptDigest string `json:"prompt_digest,omitempty"`
 }
 
 // Execution identifies the execution a VERIFY grades.
@@ -251,6 +258,7 @@ func setGrade(r *Result, p GradingPolicy, g CriterionGrade) {
 	r.Score = ptr(g.Score)
 	r.GradedBy = g.GradedBy
 	r.Rationale = g.Rationale
+	r.PromptDigest = g.PromptDigest
 	r.Evidence = "graded by " + g.GradedBy
 	if g.GradedBy == "" {
 		r.Evidence = "graded"
@@ -352,6 +360,14 @@ func tally(results []Result, p GradingPolicy) (float64, Verdict, []string) {
 // errs.Conflict when v's verdict is already final (PASS or FAIL) or the
 // criterion already has a grade (a DETERMINISTIC criterion always has one).
 func ApplyGrade(v Verification, policy GradingPolicy, criterionID string, score float64, rationale, gradedBy string, now time.Time) (Verification, error) {
+	return ApplyCriterionGrade(v, policy, criterionID, CriterionGrade{Score: score, Rationale: rationale, GradedBy: gradedBy}, now)
+}
+
+// ApplyCriterionGrade is ApplyGrade with the grade as a CriterionGrade,
+// which also carries a model grade's prompt digest. Its errors are
+// ApplyGrade's.
+func ApplyCriterionGrade(v Verification, policy GradingPolicy, criterionID string, g CriterionGrade, now time.Time) (Verification, error) {
+	score, rationale, gradedBy := g.Score, g.Rationale, g.GradedBy
 	var c errs.Collector
 	idx := -1
 	for i := range v.Results {
@@ -387,7 +403,7 @@ func ApplyGrade(v Verification, policy GradingPolicy, criterionID string, score 
 	out := v
 	out.Results = append([]Result(nil), v.Results...)
 	out.AntiCriteriaFailed = append([]string(nil), v.AntiCriteriaFailed...)
-	setGrade(&out.Results[idx], policy, CriterionGrade{Score: score, Rationale: rationale, GradedBy: gradedBy})
+	setGrade(&out.Results[idx], policy, g)
 	out.PassingThreshold = policy.PassingThreshold
 	out.Score, out.Verdict, out.AntiCriteriaFailed = tally(out.Results, policy)
 	out.Timestamp = now.UTC().Format(time.RFC3339Nano)

@@ -28,6 +28,12 @@ type JudgeRequest struct {
 type JudgeResponse struct {
 	Score     float64 `json:"score"`     // required, in [0, 1]
 	Rationale string  `json:"rationale"` // optional explanation
+	// GradedBy and PromptDigest are set by the judge client, not read from
+	// the answer: who graded ("model:judge", "model:openai:<model>",
+	// "model:bedrock:<modelId>") and the digest of the request that got the
+	// grade (see Result.PromptDigest).
+	GradedBy     string `json:"-"`
+	PromptDigest string `json:"-"`
 }
 
 // JudgeRequests returns one request per PENDING HEURISTIC result of v, in

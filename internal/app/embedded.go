@@ -54,6 +54,11 @@ type Config struct {
 	// JudgeURL is the model judge for HEURISTIC criteria ("" leaves them
 	// pending); JudgeToken is sent to it as a bearer token.
 	JudgeURL, JudgeToken string
+	// JudgeKind chooses the judge (judge.Config.Kind: "http" (default),
+	// "openai", "bedrock"); JudgeModel is its model; JudgeAPIKey the
+	// OpenAI-compatible endpoint's key. For bedrock, JudgeURL overrides the
+	// service endpoint.
+	JudgeKind, JudgeModel, JudgeAPIKey string
 	// AllowPrivateJudge lets the judge be on loopback or a private address.
 	AllowPrivateJudge bool
 	// PauseFeed starts without consuming the change feed (tests use it to
@@ -115,9 +120,14 @@ func Start(cfg Config) (*App, error) {
 	a.Timers = timers.New(a.Watcher.TickMany, cfg.TimerWorkers, cfg.Log)
 	a.Timers.Lateness = cfg.Lateness
 	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher}
-	if cfg.JudgeURL != "" {
-		evalOpt.Judge = &judge.Client{URL: cfg.JudgeURL, Token: cfg.JudgeToken,
-			HTTP: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateJudge}, 30*time.Second)}
+	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
+		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if j != nil {
+		evalOpt.Judge = j
 	}
 	if !cfg.NoSigningKey {
 		key, err := signingKey(filepath.Join(cfg.DataDir, "verify-ed25519.key"))

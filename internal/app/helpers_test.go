@@ -142,6 +142,7 @@ func (e *testEnv) restartAWS() {
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
+		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKey: e.cfg.JudgeAPIKey, JudgeToken: e.cfg.JudgeToken,
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ var scenarios = []struct {
 	{"SeedVariants", scenarioSeedVariants},
 	{"HumanGradeLifecycle", scenarioHumanGradeLifecycle},
 	{"HeuristicJudge", scenarioHeuristicJudge},
+	{"ModelJudges", scenarioModelJudges},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

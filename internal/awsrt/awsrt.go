@@ -61,8 +61,16 @@ type Config struct {
 	MaxLineage           int    // MAX_LINEAGE (default 16)
 	DeliveryAttempts     int    // DELIVERY_ATTEMPTS (default 8)
 	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
-	Endpoint             string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
-	Stage                string // STAGE
+	// JudgeKind (JUDGE_KIND: http, openai, bedrock) and JudgeModel
+	// (JUDGE_MODEL) choose the judge (judge.Config); for bedrock JUDGE_URL
+	// overrides the service endpoint (emulators and tests only). The
+	// OpenAI-compatible endpoint's key is read from the SSM SecureString
+	// named by JUDGE_API_KEY_PARAMETER, or given as JUDGE_API_KEY (local
+	// runs).
+	JudgeKind, JudgeModel             string
+	JudgeAPIKey, JudgeAPIKeyParameter string
+	Endpoint                          string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
+	Stage                             string // STAGE
 	// DeliveryTimeout bounds one delivery attempt (zero: the outbox's
 	// default, 10s; tests shorten it).
 	DeliveryTimeout time.Duration
@@ -87,6 +95,8 @@ func FromEnv() (Config, error) {
 		TokensJSON: os.Getenv("TOKENS_JSON"), JudgeURL: os.Getenv("JUDGE_URL"), JudgeToken: os.Getenv("JUDGE_TOKEN"),
 		Endpoint: os.Getenv("AWS_ENDPOINT_URL"), Stage: os.Getenv("STAGE"),
 		SigningKeyParameter: os.Getenv("SIGNING_KEY_PARAMETER"),
+		JudgeKind:           os.Getenv("JUDGE_KIND"), JudgeModel: os.Getenv("JUDGE_MODEL"),
+		JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), JudgeAPIKeyParameter: os.Getenv("JUDGE_API_KEY_PARAMETER"),
 	}
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
@@ -181,8 +191,20 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
 
 	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher}
-	if cfg.JudgeURL != "" {
-		evalOpt.Judge = &judge.Client{URL: cfg.JudgeURL, Token: cfg.JudgeToken, HTTP: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 30*time.Second)}
+	if cfg.JudgeAPIKey == "" && cfg.JudgeAPIKeyParameter != "" {
+		key, err := r.parameter(ctx, cfg.JudgeAPIKeyParameter)
+		if err != nil {
+			return nil, fmt.Errorf("JUDGE_API_KEY_PARAMETER: %w", err)
+		}
+		cfg.JudgeAPIKey = strings.TrimSpace(key)
+	}
+	j, err := judge.New(ctx, judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
+		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: &ac})
+	if err != nil {
+		return nil, fmt.Errorf("JUDGE_KIND: %w", err)
+	}
+	if j != nil {
+		evalOpt.Judge = j
 	}
 	if cfg.SigningKey == nil && cfg.SigningKeyParameter != "" {
 		seed, err := r.parameter(ctx, cfg.SigningKeyParameter)

@@ -600,7 +600,22 @@ func (s *Service) Verify(ctx context.Context, planID string) error {
 					vr.JudgeErrors[jr.CriterionID] = err.Error()
 					continue
 				}
-				nv, err := anticipate.ApplyGrade(v, a.GradingPolicy, jr.CriterionID, resp.Score, resp.Rationale, "model:judge", s.now())
+				gradedBy := resp.GradedBy
+				if gradedBy == "" {
+					gradedBy = "model:judge"
+				}
+				nv, err := anticipate.ApplyCriterionGrade(v, a.GradingPolicy, jr.CriterionID,
+					anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
+				if errs.Is(err, errs.Invalid) {
+					// A grade the domain refuses (e.g. a graded_by past its
+					// bound) leaves the criterion pending, like any judge
+					// failure, rather than stopping the VERIFY.
+					if vr.JudgeErrors == nil {
+						vr.JudgeErrors = map[string]string{}
+					}
+					vr.JudgeErrors[jr.CriterionID] = "the judge's grade was refused: " + err.Error()
+					continue
+				}
 				if err != nil {
 					return wrap(err)
 				}

@@ -1,10 +1,12 @@
-// Package judge calls a model judge over HTTP to grade HEURISTIC criteria.
-// The judge is any HTTP endpoint that accepts a POST of
-// anticipate.JudgeRequest as JSON and answers 200 with
-// anticipate.JudgeResponse ({"score": 0..1, "rationale": "..."}). Anything
-// else (an error status, a timeout, a malformed or out-of-range answer) is
-// an error, and the criterion stays PENDING with the reason: never a
-// silent pass.
+// Package judge grades HEURISTIC criteria with a model, three ways chosen by
+// configuration (see New): Client, any HTTP endpoint speaking this
+// project's judge protocol; OpenAI, any OpenAI-compatible Chat Completions
+// endpoint; Bedrock, Amazon Bedrock's Converse API. Every judge returns a
+// grade only when it got one: anything else (an error status, throttling
+// past the bounded retries, a timeout, a refusal, an answer that is not a
+// score in [0, 1]) is an error, and the criterion stays PENDING with the
+// reason: never a silent pass. A grade carries who graded (GradedBy) and
+// the digest of the request that got it (PromptDigest).
 package judge
 
 import (
@@ -19,7 +21,10 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 )
 
-// Client calls one judge endpoint.
+// Client calls one endpoint of this project's judge protocol: a POST of
+// anticipate.JudgeRequest as JSON, answered 200 with
+// anticipate.JudgeResponse ({"score": 0..1, "rationale": "..."}). Its
+// grades are graded_by "model:judge".
 type Client struct {
 	URL     string
 	HTTP    *http.Client
@@ -27,6 +32,9 @@ type Client struct {
 	// Token, when set, is sent as a bearer token.
 	Token string
 }
+
+// GradedByJudge is the graded_by of Client's grades.
+const GradedByJudge = "model:judge"
 
 // Judge sends one request and validates the answer.
 func (c *Client) Judge(ctx context.Context, req anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
@@ -64,5 +72,9 @@ func (c *Client) Judge(ctx context.Context, req anticipate.JudgeRequest) (*antic
 	if err != nil {
 		return nil, fmt.Errorf("judge answer rejected: %w", err)
 	}
+	if out.PromptDigest, err = Digest(req); err != nil {
+		return nil, err
+	}
+	out.GradedBy = GradedByJudge
 	return out, nil
 }

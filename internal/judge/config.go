@@ -1,0 +1,102 @@
+package judge
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/netguard"
+)
+
+// The kinds of judge (Config.Kind).
+const (
+	KindHTTP    = "http"    // this project's judge protocol (Client)
+	KindOpenAI  = "openai"  // an OpenAI-compatible Chat Completions endpoint (OpenAI)
+	KindBedrock = "bedrock" // Amazon Bedrock's Converse API (Bedrock)
+)
+
+// Judge grades one HEURISTIC criterion (evaluation.Judge).
+type Judge interface {
+	Judge(ctx context.Context, req anticipate.JudgeRequest) (*anticipate.JudgeResponse, error)
+}
+
+// Config chooses and configures a judge; both runtimes read it (flags
+// locally, environment variables on AWS) and build it with New.
+type Config struct {
+	// Kind is KindHTTP, KindOpenAI or KindBedrock; "" means KindHTTP when
+	// URL is set, and no judge otherwise.
+	Kind string
+	// URL is the judge endpoint (http), the API base URL such as
+	// https://api.openai.com/v1 (openai), or an endpoint that overrides
+	// Bedrock's regional one (bedrock; a test's fake).
+	URL string
+	// Model is the model name (openai) or model id (bedrock).
+	Model string
+	// Token is the bearer token of the http judge; APIKey the openai API
+	// key (sent as a bearer token).
+	Token, APIKey string
+	// AllowPrivate lets an http or openai judge be on loopback or a private
+	// address (netguard).
+	AllowPrivate bool
+	// Timeout bounds one criterion's grading (default DefaultTimeout).
+	Timeout time.Duration
+	// AWS, when set, is the SDK configuration of the bedrock judge;
+	// otherwise it is loaded (awsclient.Config, with URL as the endpoint).
+	AWS *aws.Config
+}
+
+// New builds the configured judge, or returns nil when none is configured.
+// A kind without what it needs (a URL, a model), or an unknown kind, is an
+// error naming the setting.
+func New(ctx context.Context, c Config) (Judge, error) {
+	kind := c.Kind
+	if kind == "" {
+		if c.URL == "" {
+			return nil, nil
+		}
+		kind = KindHTTP
+	}
+	httpClient := func() *http.Client {
+		return netguard.NewHTTPClient(netguard.Guard{AllowPrivate: c.AllowPrivate}, c.timeout())
+	}
+	switch kind {
+	case KindHTTP:
+		if c.URL == "" {
+			return nil, fmt.Errorf("judge %s: a URL is required", kind)
+		}
+		return &Client{URL: c.URL, Token: c.Token, HTTP: httpClient(), Timeout: c.Timeout}, nil
+	case KindOpenAI:
+		if c.URL == "" || c.Model == "" {
+			return nil, fmt.Errorf("judge %s: a base URL and a model are required", kind)
+		}
+		return &OpenAI{BaseURL: c.URL, Model: c.Model, APIKey: c.APIKey, HTTP: httpClient(), Timeout: c.Timeout}, nil
+	case KindBedrock:
+		if c.Model == "" {
+			return nil, fmt.Errorf("judge %s: a model id is required", kind)
+		}
+		var ac aws.Config
+		if c.AWS != nil {
+			ac = *c.AWS
+		} else {
+			var err error
+			if ac, err = awsclient.Config(ctx, c.URL); err != nil {
+				return nil, fmt.Errorf("judge %s: aws configuration: %w", kind, err)
+			}
+		}
+		return &Bedrock{Client: NewBedrockClient(ac, c.URL), ModelID: c.Model, Timeout: c.Timeout}, nil
+	default:
+		return nil, fmt.Errorf("judge kind %q is not one of %s, %s, %s", kind, KindHTTP, KindOpenAI, KindBedrock)
+	}
+}
+
+func (c Config) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
