@@ -91,7 +91,9 @@ func TestOpenAIGrade(t *testing.T) {
 func TestOpenAIFallbackWithoutResponseFormat(t *testing.T) {
 	f := judgetest.NewOpenAI(t, model, "sk-test")
 	f.RejectResponseFormat = true
-	f.Script = func(int, string) judgetest.Reply { return judgetest.Reply{Content: "```json\n{\"score\": 0.25, \"rationale\": \"weak\"}\n```"} }
+	f.Script = func(int, string) judgetest.Reply {
+		return judgetest.Reply{Content: "```json\n{\"score\": 0.25, \"rationale\": \"weak\"}\n```"}
+	}
 	resp, err := openAI(t, f, 0).Judge(context.Background(), request())
 	if err != nil {
 		t.Fatal(err)
