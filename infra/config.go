@@ -44,6 +44,14 @@ type Config struct {
 	// private addresses (ALLOW_PRIVATE_AGENTS). Off by default; only a dev
 	// stage may turn it on (for agents beside an emulator).
 	AllowPrivateAgents bool
+	// JudgeKind chooses the model judge of HEURISTIC criteria, run by the
+	// stream function (VERIFY): "" (none: they stay PENDING for a grade),
+	// "bedrock" (Amazon Bedrock Converse with JudgeModel, a model id or
+	// ARN; the stream function alone is granted bedrock:InvokeModel on that
+	// model) or "openai" (an OpenAI-compatible endpoint at JudgeURL with
+	// JudgeModel; its API key in the SSM SecureString JudgeAPIKeyParameter,
+	// which the stream function alone may read).
+	JudgeKind, JudgeModel, JudgeURL, JudgeAPIKeyParameter string
 }
 
 // Retain reports whether the table and logs outlive the stack.
@@ -71,7 +79,8 @@ func DefaultConfig(stage string) (Config, error) {
 }
 
 // ContextKeys are the context keys ConfigFromContext reads.
-var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents"}
+var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
+	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -162,5 +171,54 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 		}
 		c.AllowPrivateAgents = allow
 	}
-	return c, nil
+	for _, it := range []struct {
+		key string
+		dst *string
+	}{{"judgeKind", &c.JudgeKind}, {"judgeModel", &c.JudgeModel}, {"judgeUrl", &c.JudgeURL}, {"judgeApiKeyParameter", &c.JudgeAPIKeyParameter}} {
+		v, _, err := str(it.key)
+		if err != nil {
+			return c, err
+		}
+		*it.dst = v
+	}
+	return c, c.checkJudge()
+}
+
+// checkJudge refuses a judge configuration the stream function could not
+// build, naming the context key.
+func (c Config) checkJudge() error {
+	switch c.JudgeKind {
+	case "":
+		if c.JudgeModel != "" || c.JudgeURL != "" || c.JudgeAPIKeyParameter != "" {
+			return fmt.Errorf("context judgeKind: judgeModel, judgeUrl or judgeApiKeyParameter is set without a judge; add -c judgeKind=bedrock or -c judgeKind=openai")
+		}
+	case "bedrock":
+		if c.JudgeModel == "" || strings.ContainsAny(c.JudgeModel, " *?") {
+			return fmt.Errorf("context judgeModel: %q is not a Bedrock model id; pass e.g. -c judgeModel=anthropic.claude-3-haiku-20240307-v1:0", c.JudgeModel)
+		}
+		if c.JudgeURL != "" || c.JudgeAPIKeyParameter != "" {
+			return fmt.Errorf("context judgeUrl and judgeApiKeyParameter are for judgeKind=openai; a Bedrock judge uses the function's role")
+		}
+	case "openai":
+		if !strings.HasPrefix(c.JudgeURL, "https://") || c.JudgeModel == "" {
+			return fmt.Errorf("context judgeUrl and judgeModel: an openai judge needs an https base URL and a model, e.g. -c judgeUrl=https://api.openai.com/v1 -c judgeModel=gpt-4o-mini")
+		}
+		if c.JudgeAPIKeyParameter != "" && (!strings.HasPrefix(c.JudgeAPIKeyParameter, "/") || strings.ContainsAny(c.JudgeAPIKeyParameter, " *?")) {
+			return fmt.Errorf("context judgeApiKeyParameter: %q is not an SSM parameter path; use a name such as /clockwork/%s/judge-api-key", c.JudgeAPIKeyParameter, c.Stage)
+		}
+	default:
+		return fmt.Errorf("context judgeKind: %q is not bedrock or openai", c.JudgeKind)
+	}
+	return nil
+}
+
+// BedrockModelARN returns the ARN the Bedrock judge's model is granted on:
+// the model id given as an ARN as is, else the foundation model's ARN in the
+// stack's partition and region (partition and region are CloudFormation
+// tokens when not known at synth).
+func (c Config) BedrockModelARN(partition, region string) string {
+	if strings.HasPrefix(c.JudgeModel, "arn:") {
+		return c.JudgeModel
+	}
+	return "arn:" + partition + ":bedrock:" + region + "::foundation-model/" + c.JudgeModel
 }

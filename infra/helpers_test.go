@@ -29,8 +29,26 @@ var (
 	synthOnce sync.Once
 	synthErr  error
 	synthed   map[string]*synthesized
-	jsiiUsed  bool
+	// judgeSynthed holds the stacks of judgeConfigs, by judge kind.
+	judgeSynthed map[string]*synthesized
+	jsiiUsed     bool
 )
+
+// judgeConfigs are the judge settings of the stacks synthesized beside the
+// stages' (synthJudges).
+var judgeConfigs = map[string]func(*Config){
+	"bedrock": func(c *Config) { c.JudgeKind, c.JudgeModel = "bedrock", "anthropic.claude-3-haiku-20240307-v1:0" },
+	"openai": func(c *Config) {
+		c.JudgeKind, c.JudgeModel, c.JudgeURL, c.JudgeAPIKeyParameter = "openai", "gpt-4o-mini", "https://api.openai.com/v1", "/clockwork/judge/openai-key"
+	},
+}
+
+// synthJudges returns the synthesized stacks with a model judge, by kind.
+func synthJudges(t *testing.T) map[string]*synthesized {
+	t.Helper()
+	synth(t)
+	return judgeSynthed
+}
 
 type synthesized struct {
 	cfg      Config
@@ -124,7 +142,24 @@ func synth(t *testing.T) map[string]*synthesized {
 			st := NewStack(app, cfg.Name, &StackProps{Config: cfg, FunctionDirs: dirs})
 			synthed[stage] = &synthesized{cfg: cfg, stack: st}
 		}
+		// Stacks with a model judge configured (dev settings, own names).
+		judgeSynthed = map[string]*synthesized{}
+		for kind, set := range judgeConfigs {
+			cfg, _ := DefaultConfig("dev")
+			cfg.Name = "clockwork-judge-" + kind
+			set(&cfg)
+			if err := cfg.checkJudge(); err != nil {
+				synthErr = err
+				return
+			}
+			st := NewStack(app, cfg.Name, &StackProps{Config: cfg, FunctionDirs: dirs})
+			judgeSynthed[kind] = &synthesized{cfg: cfg, stack: st}
+		}
 		for _, sy := range synthed {
+			sy.template = assertions.Template_FromStack(sy.stack.Stack, nil)
+			sy.json = *sy.template.ToJSON()
+		}
+		for _, sy := range judgeSynthed {
 			sy.template = assertions.Template_FromStack(sy.stack.Stack, nil)
 			sy.json = *sy.template.ToJSON()
 		}

@@ -346,6 +346,31 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			"SCHEDULER_DLQ_ARN":  *st.SchedulerDLQ.QueueArn(),
 		}, nil)
 	st.Stream.Node().AddDependency(st.ScheduleGroup)
+	// The model judge runs in VERIFY, in the stream function only: it alone
+	// gets the judge's settings and its grants, and only when configured.
+	switch cfg.JudgeKind {
+	case "bedrock":
+		st.Stream.AddEnvironment(s("JUDGE_KIND"), s("bedrock"), nil)
+		st.Stream.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
+		st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("JudgeModel"), Actions: strs("bedrock:InvokeModel"),
+			Resources: &[]*string{s(cfg.BedrockModelARN(*stack.Partition(), *stack.Region()))},
+		}))
+	case "openai":
+		st.Stream.AddEnvironment(s("JUDGE_KIND"), s("openai"), nil)
+		st.Stream.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
+		st.Stream.AddEnvironment(s("JUDGE_URL"), s(cfg.JudgeURL), nil)
+		if cfg.JudgeAPIKeyParameter != "" {
+			st.Stream.AddEnvironment(s("JUDGE_API_KEY_PARAMETER"), s(cfg.JudgeAPIKeyParameter), nil)
+			st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("JudgeAPIKey"), Actions: strs("ssm:GetParameter"),
+				Resources: &[]*string{stack.FormatArn(&awscdk.ArnComponents{
+					Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.JudgeAPIKeyParameter, "/")),
+					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+				})},
+			}))
+		}
+	}
 	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("Schedules"), Actions: strs(SchedulerActions...), Resources: &[]*string{schedulesArn},
 	}))

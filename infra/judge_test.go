@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The model judge runs in VERIFY, in the stream function: it alone gets the
+// judge's settings and grants, and only when a judge is configured.
+// Bedrock: bedrock:InvokeModel on that model's ARN only. OpenAI: the base
+// URL and model, and ssm:GetParameter on the key's parameter only.
+func TestJudgeGrants(t *testing.T) {
+	envOf := func(t *testing.T, tj map[string]any, name string) map[string]any {
+		_, fn := only(t, tj, "AWS::Lambda::Function", "FunctionName", name)
+		env, _ := props(fn)["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		return vars
+	}
+	judgeActions := []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream", "bedrock:*"}
+
+	// Without a judge: no setting and no grant anywhere.
+	for stage, sy := range synth(t) {
+		for _, name := range Functions {
+			vars := envOf(t, sy.json, "clockwork-"+stage+"-"+name)
+			for k := range vars {
+				if strings.HasPrefix(k, "JUDGE_") {
+					t.Errorf("%s %s has %s without a judge configured", stage, name, k)
+				}
+			}
+			acts := actionsOf(statementsOfRole(sy.json, roleOfFunction(t, sy.json, "clockwork-"+stage+"-"+name)))
+			for _, a := range judgeActions {
+				if acts[a] != nil {
+					t.Errorf("%s %s has %s without a judge configured", stage, name, a)
+				}
+			}
+		}
+	}
+
+	judges := synthJudges(t)
+	t.Run("bedrock", func(t *testing.T) {
+		sy := judges["bedrock"]
+		for _, name := range Functions {
+			fn := sy.cfg.Name + "-" + name
+			vars := envOf(t, sy.json, fn)
+			acts := actionsOf(statementsOfRole(sy.json, roleOfFunction(t, sy.json, fn)))
+			if name != "stream" {
+				if vars["JUDGE_KIND"] != nil || acts["bedrock:InvokeModel"] != nil {
+					t.Errorf("%s has the judge's settings or grant: %v %v", name, vars["JUDGE_KIND"], acts["bedrock:InvokeModel"])
+				}
+				continue
+			}
+			if vars["JUDGE_KIND"] != "bedrock" || vars["JUDGE_MODEL"] != sy.cfg.JudgeModel {
+				t.Errorf("stream function judge settings %v %v", vars["JUDGE_KIND"], vars["JUDGE_MODEL"])
+			}
+			res := acts["bedrock:InvokeModel"]
+			if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0]), ":bedrock:") ||
+				!strings.Contains(fmt.Sprint(res[0]), "::foundation-model/"+sy.cfg.JudgeModel) {
+				t.Errorf("stream function bedrock:InvokeModel on %v, want the model's foundation-model ARN only", res)
+			}
+			for a := range acts {
+				if strings.HasPrefix(a, "bedrock:") && a != "bedrock:InvokeModel" {
+					t.Errorf("stream function has %s", a)
+				}
+			}
+		}
+	})
+	t.Run("openai", func(t *testing.T) {
+		sy := judges["openai"]
+		for _, name := range Functions {
+			fn := sy.cfg.Name + "-" + name
+			vars := envOf(t, sy.json, fn)
+			acts := actionsOf(statementsOfRole(sy.json, roleOfFunction(t, sy.json, fn)))
+			keyReads := strings.Contains(fmt.Sprint(acts["ssm:GetParameter"]), "parameter/clockwork/judge/openai-key")
+			if name != "stream" {
+				if vars["JUDGE_KIND"] != nil || keyReads {
+					t.Errorf("%s has the judge's settings or key", name)
+				}
+				continue
+			}
+			if vars["JUDGE_KIND"] != "openai" || vars["JUDGE_URL"] != sy.cfg.JudgeURL || vars["JUDGE_MODEL"] != sy.cfg.JudgeModel ||
+				vars["JUDGE_API_KEY_PARAMETER"] != sy.cfg.JudgeAPIKeyParameter || vars["JUDGE_API_KEY"] != nil {
+				t.Errorf("stream function judge settings %v", vars)
+			}
+			if len(acts["ssm:GetParameter"]) != 1 || !keyReads {
+				t.Errorf("stream function ssm:GetParameter on %v, want the key's parameter only", acts["ssm:GetParameter"])
+			}
+			if acts["bedrock:InvokeModel"] != nil {
+				t.Errorf("an openai judge's stream function has bedrock:InvokeModel")
+			}
+		}
+	})
+}
+
+// A judge configuration the stream function could not build fails synth,
+// naming the context key.
+func TestJudgeContext(t *testing.T) {
+	ctx := func(m map[string]any) func(string) (any, bool) {
+		return func(k string) (any, bool) { v, ok := m[k]; return v, ok }
+	}
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"judgeKind": "bedrock"}, "judgeModel"},
+		{map[string]any{"judgeKind": "openai", "judgeModel": "m"}, "judgeUrl"},
+		{map[string]any{"judgeKind": "openai", "judgeModel": "m", "judgeUrl": "http://plain.example/v1"}, "https"},
+		{map[string]any{"judgeKind": "openai", "judgeModel": "m", "judgeUrl": "https://x/v1", "judgeApiKeyParameter": "key"}, "judgeApiKeyParameter"},
+		{map[string]any{"judgeKind": "gemini"}, "judgeKind"},
+		{map[string]any{"judgeModel": "m"}, "judgeKind"},
+		{map[string]any{"judgeKind": "bedrock", "judgeModel": "m", "judgeUrl": "https://x"}, "judgeUrl"},
+	} {
+		if _, err := ConfigFromContext(ctx(c.m)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one naming %s", c.m, err, c.want)
+		}
+	}
+	c, err := ConfigFromContext(ctx(map[string]any{"judgeKind": "bedrock", "judgeModel": "amazon.nova-micro-v1:0"}))
+	if err != nil || c.JudgeKind != "bedrock" || c.BedrockModelARN("aws", "us-east-1") != "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-micro-v1:0" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	arn := "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-haiku-20240307-v1:0"
+	if c.JudgeModel = arn; c.BedrockModelARN("aws", "us-east-1") != arn {
+		t.Fatalf("an ARN is granted as given")
+	}
+}
