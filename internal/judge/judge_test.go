@@ -167,7 +167,7 @@ func TestOpenAIFailures(t *testing.T) {
 
 const modelID = "anthropic.claude-3-haiku-20240307-v1:0"
 
-func bedrock(t *testing.T, f *judgetest.Bedrock, timeout time.Duration) *judge.Bedrock {
+func bedrock(t testing.TB, f *judgetest.Bedrock, timeout time.Duration) *judge.Bedrock {
 	t.Helper()
 	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
 	// The production retryer (BedrockMaxAttempts) without its backoff.
@@ -305,7 +305,7 @@ func TestNewConfig(t *testing.T) {
 	}
 }
 
-func newJudgeServer(t *testing.T, got *[]byte) string {
+func newJudgeServer(t testing.TB, got *[]byte) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*got, _ = io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
