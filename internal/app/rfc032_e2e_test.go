@@ -192,6 +192,22 @@ func scenarioRFC032Emitter(t *testing.T) {
 		t.Errorf("error_count %d; want 1", out.Execution.Aggregate.ErrorCount)
 	}
 
+	// A retry of an event is recognised by its canonical form, extra fields
+	// included: re-indented it answers as before; with one extra field
+	// changed it is another body (409).
+	var pretty bytes.Buffer
+	_ = json.Indent(&pretty, sent[0], "", "    ")
+	var again evaluation.Appended
+	e.must(202, e.call("POST", "/v1/executions/"+plan+"/events", pretty.Bytes())).json(t, &again)
+	if again.Digest != out.Events[0].Digest || again.Seq != 1 {
+		t.Fatalf("retry answered %+v; stored %s at 1", again, out.Events[0].Digest)
+	}
+	changed := bytes.Replace(sent[0], []byte(`"span_id": "span-0"`), []byte(`"span_id": "span-9"`), 1)
+	if bytes.Equal(changed, sent[0]) {
+		t.Fatalf("test did not change the event: %s", sent[0])
+	}
+	problem(t, e.must(409, e.call("POST", "/v1/executions/"+plan+"/events", changed)))
+
 	// The ANTICIPATE comes back with its extra fields, under its digest.
 	var a struct {
 		Anticipation json.RawMessage

@@ -156,7 +156,7 @@ func expectation(id, factKey, due string) map[string]any {
 
 // Anticipation returns a signed ANTICIPATE of agent-1 for plan, with one
 // DETERMINISTIC and one HUMAN criterion, so that its VERIFY stays PENDING
-// until a grade is submitted.
+// until a grade is submitted, and a top-level trace_id the server keeps.
 func Anticipation(id, plan string) ([]byte, error) {
 	m := map[string]any{
 		"protocol_version": "4.1", "message_type": "ANTICIPATE", "app_id": "app-1", "agent_id": Agent,
@@ -172,6 +172,7 @@ func Anticipation(id, plan string) ([]byte, error) {
 			},
 		},
 		"grading_policy": map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": true},
+		"trace_id":       "4bf92f3577b34da6a3ce929d0e0e4736", // kept and signed, not interpreted
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -227,8 +228,11 @@ func (s *seeder) seed() (seeded, error) {
 	}
 	out.anticipations = []string{"ant-1", "ant-open"}
 	events := []map[string]any{
-		{"event_id": "ev-1", "message_type": "TOOL_REQUEST", "timestamp": "2026-06-24T10:00:01Z", "tool": "iam_create_user", "arguments": map[string]any{"user": "alice"}},
-		{"event_id": "ev-2", "message_type": "TOOL_RESULT", "timestamp": "2026-06-24T10:00:02Z", "tool": "iam_create_user", "status": "SUCCESS"},
+		// RFC-032 messages as an emitter sends them: protocol_version and
+		// context fields the server keeps without interpreting them.
+		{"protocol_version": "4.1", "event_id": "ev-1", "message_type": "TOOL_REQUEST", "timestamp": "2026-06-24T10:00:01Z", "tool": "iam_create_user", "arguments": map[string]any{"user": "alice"},
+			"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "cost": map[string]any{"usd": 0.0011}},
+		{"protocol_version": "4.1", "event_id": "ev-2", "message_type": "TOOL_RESULT", "timestamp": "2026-06-24T10:00:02Z", "tool": "iam_create_user", "status": "success"},
 		{"event_id": "ev-3", "message_type": "STEP_COMPLETE", "timestamp": "2026-06-24T10:00:03Z"},
 		{"event_id": "ev-4", "message_type": "OUTCOME", "timestamp": "2026-06-24T10:00:04Z", "variables": map[string]any{"target_username": "alice"},
 			"observations": []any{map[string]any{"call": "user_exists", "args": []any{"alice"}, "value": true}}},
