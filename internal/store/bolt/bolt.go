@@ -55,6 +55,11 @@ const (
 // ErrClosed is returned (wrapped) by every operation on a closed Store.
 var ErrClosed = errors.New("bolt: store closed")
 
+// ErrOldLayout is returned (wrapped) by Open for a file written before
+// lookup indexes replaced the indexes gsi3 and gsi4: its items lack the
+// entries lookups read, and there is no migration. Start on a new file.
+var ErrOldLayout = errors.New("bolt: the file has the layout of an earlier version (indexes gsi3/gsi4, no lookup entries); start with a new data directory")
+
 // ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded; it
 // indicates a damaged file or a bug, never bad input.
 var ErrCorrupt = errors.New("bolt: corrupt data")
@@ -126,7 +131,7 @@ var (
 // scanning the file (seconds for a file of several hundred megabytes). It
 // returns an error when the file cannot be opened or locked within
 // opts.Timeout (the file is locked by one process at a time) or is not a
-// valid store.
+// valid store, and one wrapping ErrOldLayout for a file of an earlier layout.
 func Open(path string, opts Options) (*Store, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		Timeout:        opts.Timeout,
@@ -142,6 +147,16 @@ func Open(path string, opts Options) (*Store, error) {
 		db.MaxBatchDelay = opts.MaxBatchDelay
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
+		// Before lookup indexes, decisions read the indexes gsi3 and gsi4;
+		// their items have no lookup entries, so a lookup would miss them.
+		for _, old := range []string{"index:gsi3", "index:gsi4"} {
+			if b := tx.Bucket([]byte(old)); b != nil {
+				if k, _ := b.Cursor().First(); k == nil {
+					continue
+				}
+				return ErrOldLayout
+			}
+		}
 		names := append([][]byte{bucketItems, bucketFeed}, bucketIndex...)
 		for _, name := range names {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {

@@ -525,3 +525,46 @@ func BenchmarkQueryIndex(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
 	})
 }
+
+// TestOpenRefusesOldLayout: a file from before lookup indexes (entries in
+// the indexes gsi3/gsi4, no lookup entries) is refused with ErrOldLayout
+// rather than opened with lookups that would miss its items.
+func TestOpenRefusesOldLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("index:gsi4"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("TK#a#t\x00\x01e\x00\x01A#a\x00\x01E#e"), []byte("A#a\x00\x01E#e"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path, Options{}); !errors.Is(err, ErrOldLayout) {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("Open of an old file = %v, want ErrOldLayout", err)
+	}
+	// An empty old bucket (nothing indexed) is harmless.
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	db, err = bbolt.Open(empty, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucketIfNotExists([]byte("index:gsi3")); return err })
+	_ = db.Close()
+	s, err := Open(empty, Options{})
+	if err != nil {
+		t.Fatalf("Open with an empty old bucket: %v", err)
+	}
+	_ = s.Close()
+}

@@ -652,6 +652,11 @@ func checkLayout(t *types.TableDescription) error {
 	if h, r := keyOf(t.KeySchema); h != attrPK || r != attrSK {
 		return fmt.Errorf("existing table has key %s/%s, want %s/%s", h, r, attrPK, attrSK)
 	}
+	for _, g := range t.GlobalSecondaryIndexes {
+		if n := aws.ToString(g.IndexName); n == "gsi3" || n == "gsi4" {
+			return fmt.Errorf("existing table has index %s: it has the layout of an earlier version (no lookup entries) and there is no migration; use a new table", n)
+		}
+	}
 	for _, name := range indexNames {
 		found := false
 		for _, g := range t.GlobalSecondaryIndexes {

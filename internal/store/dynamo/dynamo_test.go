@@ -409,6 +409,34 @@ func TestCreateTable(t *testing.T) {
 	if err := dynamo.CreateTable(ctx, db, other); err == nil || !strings.Contains(err.Error(), "key") {
 		t.Fatalf("CreateTable over another layout = %v, want an error", err)
 	}
+	// A table of the layout before lookup entries (with gsi4) is refused.
+	old := table + "-old"
+	gsi := func(name string) types.GlobalSecondaryIndex {
+		return types.GlobalSecondaryIndex{IndexName: aws.String(name), Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(name + "_pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(name + "_sk"), KeyType: types.KeyTypeRange}}}
+	}
+	var defs []types.AttributeDefinition
+	var gsis []types.GlobalSecondaryIndex
+	for _, n := range []string{"pk", "sk"} {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS})
+	}
+	for _, n := range []string{"gsi1", "gsi2", "gsi4", "gsi5"} {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(n + "_pk"), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(n + "_sk"), AttributeType: types.ScalarAttributeTypeS})
+		gsis = append(gsis, gsi(n))
+	}
+	_, err = db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(old), AttributeDefinitions: defs, GlobalSecondaryIndexes: gsis, BillingMode: types.BillingModePayPerRequest,
+		KeySchema:           []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(old)})
+	if err := dynamo.CreateTable(ctx, db, old); err == nil || !strings.Contains(err.Error(), "gsi4") {
+		t.Fatalf("CreateTable over the earlier layout = %v, want an error naming gsi4", err)
+	}
 }
 
 func TestInvalid(t *testing.T) {
