@@ -137,12 +137,17 @@ func (e *testEnv) restartAWS() {
 	if !e.cfg.NoSigningKey {
 		keyParam = putSigningKeyParameter(e.t, e.table)
 	}
+	// So is the openai judge's API key.
+	judgeKeyParam := ""
+	if e.cfg.JudgeAPIKey != "" {
+		judgeKeyParam = putJudgeKeyParameter(e.t, e.table, e.cfg.JudgeAPIKey)
+	}
 	rt, err := awsrt.New(context.Background(), awsrt.Config{
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
-		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKey: e.cfg.JudgeAPIKey, JudgeToken: e.cfg.JudgeToken,
+		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKeyParameter: judgeKeyParam, JudgeToken: e.cfg.JudgeToken,
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
 	})
 	if err != nil {

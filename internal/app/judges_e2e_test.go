@@ -1,13 +1,38 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/agentclock/clockwork/internal/awsclient"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/judge"
 	"github.com/agentclock/clockwork/internal/judge/judgetest"
 )
+
+// putJudgeKeyParameter stores the openai judge's API key as an SSM
+// SecureString on the emulator, where the AWS runtime reads it
+// (JUDGE_API_KEY_PARAMETER), and returns its name.
+func putJudgeKeyParameter(t *testing.T, table, key string) string {
+	t.Helper()
+	ac, err := awsclient.Config(context.Background(), emulatorEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "/clockwork/test/" + table + "/judge-api-key"
+	if _, err := ssm.NewFromConfig(ac).PutParameter(context.Background(), &ssm.PutParameterInput{
+		Name: aws.String(name), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true), Value: aws.String(key),
+	}); err != nil {
+		t.Fatalf("put the judge's API key in SSM: %v", err)
+	}
+	return name
+}
 
 // heuristicVariant is the seed's ANTICIPATE with a MODEL grading policy and
 // the given HEURISTIC criteria added (weight 0.25 each).
@@ -46,7 +71,8 @@ func checkModelGrade(t *testing.T, r anticipate.Result, gradedBy string, reqs []
 // A grade records who graded and the prompt digest, under the VERIFY's
 // seal; a refusal, throttling past the bounded retries, a validation error
 // and an answer that is not a score leave their criteria PENDING with the
-// reason.
+// reason. In the AWS mode the openai judge's key comes from an SSM
+// SecureString, as it does on AWS; the fake checks it is sent.
 func scenarioModelJudges(t *testing.T) {
 	t.Run("openai", func(t *testing.T) {
 		const model = "gpt-4o-mini"
