@@ -57,6 +57,7 @@ var Routes = []Route{
 	{"POST", "/v1/executions/{planId}/events", false},
 	{"GET", "/v1/executions/{planId}/events", false},
 	{"GET", "/v1/verifications/{verificationId}", false},
+	{"GET", "/v1/verifications/{verificationId}/bundle", false},
 	{"POST", "/v1/verifications/{verificationId}/grades", false},
 	{"GET", "/v1/keys/verify", false},
 }

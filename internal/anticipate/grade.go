@@ -543,3 +543,10 @@ func VerifyEd25519(v *Verification, pub ed25519.PublicKey) error {
 	}
 	return nil
 }
+
+// Tally returns the score, verdict and failed anti criteria of results
+// under policy p, by the rules Grade and ApplyGrade apply (see tally). An
+// offline verifier uses it to tally a VERIFY's results again.
+func Tally(results []Result, p GradingPolicy) (float64, Verdict, []string) {
+	return tally(results, p)
+}

@@ -7,11 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/evidence"
+	"github.com/agentclock/clockwork/internal/evidence/evidencetest"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
@@ -155,6 +158,75 @@ func scenarioVerifyFollowsTheSeedAsReturned(t *testing.T) {
 					t.Fatalf("package anticipate disagrees with the seed's rule: %v", err)
 				}
 			}
+		})
+	}
+}
+
+// scenarioEvidenceBundleVerifiesOffline fetches the evidence bundle of a
+// graded VERIFY (a HUMAN grade re-signed it; one criterion reads the
+// watcher), with and without a server key, and runs the offline verifier
+// on it: it must accept the bundle as served and refuse every tampering.
+func scenarioEvidenceBundleVerifiesOffline(t *testing.T) {
+	for _, keyed := range []bool{true, false} {
+		name := "signed"
+		if !keyed {
+			name = "unsigned"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := startEnv(t, func(c *Config) { c.NoSigningKey = !keyed })
+			registerAs(t, e, seedAgent)
+			body := variant(t, "ant-bundle", "plan-bundle", func(m map[string]any) {
+				m["grading_policy"].(map[string]any)["grader_type"] = "COMPOSITE"
+				ex := m["expectations"].(map[string]any)
+				ex["outcome_criteria"] = append(ex["outcome_criteria"].([]any), map[string]any{
+					"criterion_id": "oc-h", "description": "A reviewer confirms the welcome email", "measurement": "HUMAN",
+					"assertion": "The welcome email is correct", "weight": 0.5})
+				ex["trajectory_criteria"] = append(ex["trajectory_criteria"].([]any), map[string]any{
+					"criterion_id": "tc-w", "description": "No lapses", "measurement": "DETERMINISTIC",
+					"assertion": "lapse_count() == 0", "weight": 0.2})
+			})
+			e.must(201, e.call("POST", "/v1/anticipations", body))
+			runPlan(t, e, "plan-bundle", 4, []string{"iam_create_user", "iam_add_to_group"}, allGood())
+			v := e.waitVerification("ant-bundle")
+			path := "/v1/verifications/" + v.VerificationID + "/bundle"
+			e.must(200, e.call("POST", "/v1/verifications/"+v.VerificationID+"/grades", map[string]any{"criterion_id": "oc-h", "score": 0.75, "rationale": "fine"}))
+
+			bundle := e.must(200, e.call("GET", path, nil, readerToken)).body
+			problem(t, e.must(403, e.call("GET", path, nil, otherToken)))
+			problem(t, e.must(404, e.call("GET", "/v1/verifications/vrf-unknown/bundle", nil)))
+			rep := evidence.Check(bundle, evidence.Options{})
+			if !rep.OK() {
+				t.Fatalf("the offline verifier refuses the server's bundle: %+v", rep.Findings)
+			}
+			if rep.Events != 4*3+2 || rep.Regraded != 5 || !strings.Contains(strings.Join(rep.Notes, "\n"), "tc-w reads the watcher") {
+				t.Fatalf("report: %d events, %d re-graded, notes %q", rep.Events, rep.Regraded, rep.Notes)
+			}
+			// The bundle holds the VERIFY as GET returns it and the key as
+			// /v1/keys/verify gives it.
+			var b struct {
+				Verification json.RawMessage `json:"verification"`
+				PublicKey    json.RawMessage `json:"public_key"`
+			}
+			if err := json.Unmarshal(bundle, &b); err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			_ = json.Unmarshal(b.Verification, &got)
+			_ = json.Unmarshal(e.must(200, e.call("GET", "/v1/verifications/"+v.VerificationID, nil)).body, &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatal("the bundle's VERIFY is not the one GET returns")
+			}
+			if keyed {
+				var k1, k2 any
+				_ = json.Unmarshal(b.PublicKey, &k1)
+				_ = json.Unmarshal(e.must(200, e.call("GET", "/v1/keys/verify", nil)).body, &k2)
+				if !reflect.DeepEqual(k1, k2) {
+					t.Fatalf("bundle key %s", b.PublicKey)
+				}
+			} else if string(b.PublicKey) != "null" {
+				t.Fatalf("bundle key %s from a server that does not sign", b.PublicKey)
+			}
+			evidencetest.Suite(t, bundle, evidence.Check, 150)
 		})
 	}
 }

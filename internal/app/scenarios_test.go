@@ -21,6 +21,7 @@ var scenarios = []struct {
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},
+	{"EvidenceBundleVerifiesOffline", scenarioEvidenceBundleVerifiesOffline},
 	{"EvaluationBadInput", scenarioEvaluationBadInput},
 	{"RFC032Emitter", scenarioRFC032Emitter},
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},

@@ -239,6 +239,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		authn = tokens
 	}
 	r.Handler = httpapi.New(r.Watcher, r.Eval, authn, cfg.Log)
+	// A Lambda response is built whole and bounded; say so with a 413
+	// rather than fail past the bound.
+	r.Handler.MaxBundleBytes = httpapi.LambdaBundleBytes
 	return r, nil
 }
 

@@ -70,6 +70,7 @@ func authzCases() []authzCase {
 			body: static(mustJSON(map[string]any{"event_id": "ev-late", "message_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true},
 		{name: "list events", pattern: "GET /v1/executions/{planId}/events", method: "GET", path: "/v1/executions/plan-1/events", scope: auth.Read, bound: true},
 		{name: "get verification", pattern: "GET /v1/verifications/{verificationId}", method: "GET", path: "/v1/verifications/{vid}", scope: auth.Read, bound: true},
+		{name: "get bundle", pattern: "GET /v1/verifications/{verificationId}/bundle", method: "GET", path: "/v1/verifications/{vid}/bundle", scope: auth.Read, bound: true},
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
 			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},

@@ -36,6 +36,9 @@ type Handler struct {
 	Auth    Authenticator
 	Log     *slog.Logger
 	MaxBody int64
+	// MaxBundleBytes bounds an evidence bundle's response (0: streamed,
+	// unbounded); see LambdaBundleBytes.
+	MaxBundleBytes int64
 
 	mux      *http.ServeMux
 	patterns []string
@@ -84,6 +87,7 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/executions/{planId}/events", Scope: auth.EventsWrite, Eval: true, fn: h.appendEvent},
 		{Pattern: "GET /v1/executions/{planId}/events", Scope: auth.Read, Eval: true, fn: h.listEvents},
 		{Pattern: "GET /v1/verifications/{verificationId}", Scope: auth.Read, Eval: true, fn: h.getVerification},
+		{Pattern: "GET /v1/verifications/{verificationId}/bundle", Scope: auth.Read, Eval: true, fn: h.bundle},
 		{Pattern: "POST /v1/verifications/{verificationId}/grades", Scope: auth.GradesWrite, Eval: true, fn: h.grade},
 		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
 	}

@@ -1,0 +1,86 @@
+package evaluation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// BundlePageSize is how many events one store read of an evidence bundle
+// returns: a bundle is written page by page, so the memory it takes is
+// bounded by one page, whatever the number of events.
+const BundlePageSize = 100
+
+// BundleParts is what an evidence bundle holds besides its events: the
+// sealed ANTICIPATE as declared and the VERIFY.
+type BundleParts struct {
+	Anticipation json.RawMessage
+	Verification json.RawMessage
+	// AnticipationID and PlanID name the ANTICIPATE and the plan.
+	AnticipationID string
+	PlanID         string
+	// Events is the length of the plan's chain.
+	Events int
+}
+
+// Bundle returns the parts of the evidence bundle of a VERIFY; its events
+// are read with EachEvent. Errors: NotFound for an unknown verification;
+// Forbidden when the caller may not act for its agent (the rules of
+// Verification).
+func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*BundleParts, error) {
+	vr, err := s.Verification(ctx, vid, may)
+	if err != nil {
+		return nil, err
+	}
+	v := vr.Verification
+	it, err := s.store.Get(ctx, anticipationKey(v.AnticipationID))
+	if err != nil {
+		return nil, wrap(fmt.Errorf("anticipation %s of verification %s: %w", v.AnticipationID, vid, err))
+	}
+	rec, err := decode[AnticipationRecord](it)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	ex, err := s.Execution(ctx, v.PlanID)
+	if err != nil {
+		return nil, wrap(fmt.Errorf("execution of verification %s: %w", vid, err))
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &BundleParts{Anticipation: rec.Anticipation, Verification: raw, AnticipationID: v.AnticipationID, PlanID: v.PlanID, Events: ex.Count}, nil
+}
+
+// EachEvent calls fn with every stored event of a plan in chain order,
+// reading the store BundlePageSize events at a time, and afterPage after
+// each page (nil for none). It stops at, and returns, the first error.
+func (s *Service) EachEvent(ctx context.Context, planID string, fn func(StoredEvent) error, afterPage func() error) error {
+	q := store.Query{PK: "PLAN#" + esc(planID), SKPrefix: "EV#", Limit: BundlePageSize}
+	for {
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return wrap(err)
+		}
+		for _, it := range p.Items {
+			ev, err := decode[StoredEvent](it)
+			if err != nil {
+				return wrap(err)
+			}
+			if err := fn(*ev); err != nil {
+				return err
+			}
+		}
+		if afterPage != nil {
+			if err := afterPage(); err != nil {
+				return err
+			}
+		}
+		if p.Next == "" {
+			return nil
+		}
+		q.After = p.Next
+	}
+}

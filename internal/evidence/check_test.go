@@ -1,0 +1,62 @@
+package evidence_test
+
+import (
+	"crypto/ed25519"
+	"strings"
+	"testing"
+
+	"github.com/agentclock/clockwork/internal/evidence"
+	"github.com/agentclock/clockwork/internal/evidence/evidencetest"
+)
+
+func build(t testing.TB, n int, key ed25519.PrivateKey) []byte {
+	t.Helper()
+	b, err := evidencetest.Build(n, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCheckSignedBundle(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	b := build(t, 9, key)
+	rep := evidence.Check(b, evidence.Options{})
+	if !rep.OK() || rep.Events != 9 || rep.Regraded != 5 || rep.Verdict != "FAIL" && rep.Verdict != "PASS" {
+		t.Fatalf("report: %+v", rep)
+	}
+	max := 1500
+	if testing.Short() {
+		max = 200
+	}
+	evidencetest.Suite(t, b, evidence.Check, max)
+}
+
+func TestCheckUnsignedBundle(t *testing.T) {
+	b := build(t, 6, nil)
+	rep := evidence.Check(b, evidence.Options{})
+	if !rep.OK() {
+		t.Fatalf("report: %+v", rep.FirstBroken())
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(strings.Join(rep.Notes, " "), "not signed") {
+		t.Fatalf("an unsigned bundle must be noted as such: %v", rep.Notes)
+	}
+	_, other, _ := ed25519.GenerateKey(nil)
+	if rep := evidence.Check(b, evidence.Options{TrustedKey: other.Public().(ed25519.PublicKey)}); rep.OK() {
+		t.Fatal("an unsigned bundle passes with a pinned key")
+	}
+	max := 1500
+	if testing.Short() {
+		max = 200
+	}
+	evidencetest.Suite(t, b, evidence.Check, max)
+}
+
+func TestCheckNeverPanics(t *testing.T) {
+	for _, in := range []string{"", "null", "[]", "{}", `{"bundle":1}`, "\xff", `{"bundle":"clockwork-evidence/1","anticipation":{},"verification":{},"public_key":null,"events":[]}`,
+		`{"bundle":"clockwork-evidence/1","anticipation":1,"verification":[],"public_key":7,"events":{}}`} {
+		if rep := evidence.Check([]byte(in), evidence.Options{}); rep.OK() {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}

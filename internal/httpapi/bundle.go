@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/evaluation"
+	"github.com/agentclock/clockwork/internal/evidence"
+)
+
+// LambdaBundleBytes is the bound on an evidence bundle's response where the
+// whole response must fit in one AWS Lambda response (6 MB, after the
+// adapter escapes the body as a JSON string or base64-encodes gzip): 4 MiB
+// as sent, gzip-compressed when the client accepts it.
+const LambdaBundleBytes = 4 << 20
+
+// bundle answers GET /v1/verifications/{verificationId}/bundle: the
+// evidence bundle (package evidence) of one VERIFY. Events are read from
+// the store one page at a time and written as they are read. With
+// MaxBundleBytes 0 the bundle is streamed, in constant memory, whatever its
+// size; otherwise it is built in memory up to that bound (as a Lambda
+// response must be anyway) and refused with 413 past it.
+func (h *Handler) bundle(w http.ResponseWriter, r *http.Request) error {
+	parts, err := h.Eval.Bundle(r.Context(), r.PathValue("verificationId"), actsFor(r))
+	if err != nil {
+		return err
+	}
+	var key *evidence.PublicKey
+	if pub := h.Eval.PublicKey(); pub != nil {
+		key = &evidence.PublicKey{Alg: evidence.KeyAlg, PublicKey: base64.RawURLEncoding.EncodeToString(pub)}
+	}
+	if h.MaxBundleBytes > 0 {
+		return h.boundedBundle(w, r, parts, key)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	err = writeBundle(r, w, parts, key, h.Eval, func() { _ = rc.Flush() })
+	if err != nil {
+		// The status is sent: abort the response so the client sees a
+		// broken transfer, never a truncated document.
+		h.Log.Error("evidence bundle", "verification", r.PathValue("verificationId"), "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func writeBundle(r *http.Request, w io.Writer, parts *evaluation.BundleParts, key *evidence.PublicKey, eval *evaluation.Service, flushed func()) error {
+	bw, err := evidence.NewWriter(w, parts.Anticipation, parts.Verification, key)
+	if err != nil {
+		return err
+	}
+	err = eval.EachEvent(r.Context(), parts.PlanID, func(ev evaluation.StoredEvent) error {
+		return bw.Event(evidence.Event{Seq: ev.Seq, Prev: ev.Prev, Digest: ev.Digest, Event: ev.Event})
+	}, func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if flushed != nil {
+			flushed()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return bw.Close()
+}
+
+var errBundleTooLarge = errors.New("evidence bundle over the bound")
+
+// cappedBuffer is a bytes.Buffer that refuses to grow past max bytes.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, errBundleTooLarge
+	}
+	return b.Buffer.Write(p)
+}
+
+func (h *Handler) boundedBundle(w http.ResponseWriter, r *http.Request, parts *evaluation.BundleParts, key *evidence.PublicKey) error {
+	buf := &cappedBuffer{max: int(h.MaxBundleBytes)}
+	var out io.Writer = buf
+	gz := acceptsGzip(r)
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(buf)
+		out = zw
+	}
+	err := writeBundle(r, out, parts, key, h.Eval, nil)
+	if err == nil && zw != nil {
+		err = zw.Close()
+	}
+	if errors.Is(err, errBundleTooLarge) {
+		how := "fetch it with Accept-Encoding: gzip, which usually makes it several times smaller, or"
+		if gz {
+			how = "even gzip-compressed;"
+		}
+		return errs.E(errs.TooLarge, "the evidence bundle of verification %s (%d events) is larger than the %d bytes one response can carry on this deployment, %s read its parts with GET /v1/verifications/%s, GET /v1/anticipations/%s and GET /v1/executions/%s/events",
+			r.PathValue("verificationId"), parts.Events, h.MaxBundleBytes, how, r.PathValue("verificationId"), parts.AnticipationID, parts.PlanID)
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Vary", "Accept-Encoding")
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+	return nil
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding allows gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, part := range strings.Split(v, ",") {
+			name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+				return true
+			}
+		}
+	}
+	return false
+}
