@@ -255,9 +255,9 @@ func (c *checker) events(m map[string]json.RawMessage) bool {
 			c.rep.broken(link, "%s", msg)
 			return false
 		}
-		var seq int
+		var seq float64 // 1, 1.0 and 1e0 are one value
 		var gotPrev, digest string
-		if json.Unmarshal(em["seq"], &seq) != nil || seq != i+1 {
+		if json.Unmarshal(em["seq"], &seq) != nil || seq != float64(i+1) {
 			c.rep.broken(link+".seq", "is %s, want %d (events must be complete and in chain order)", em["seq"], i+1)
 			return false
 		}

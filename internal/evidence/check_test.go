@@ -60,3 +60,20 @@ func TestCheckNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckReadsValuesNotSpellings: numbers and strings spelled otherwise
+// but equal in value are not tampering.
+func TestCheckReadsValuesNotSpellings(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	b := string(build(t, 4, key))
+	for _, r := range [][2]string{{`"seq":1,`, `"seq":1.0,`}, {`"seq":2,`, `"seq":2e0,`}, {`"bundle":"clockwork-evidence/1"`, `"bundle":"clockwork\u002devidence/1"`},
+		{`"weight":1}`, `"weight":1.00}`}, {`"message_type":"VERIFY"`, `"message_type":"\u0056ERIFY"`}} {
+		if !strings.Contains(b, r[0]) {
+			t.Fatalf("%s not in the bundle", r[0])
+		}
+		alt := strings.Replace(b, r[0], r[1], 1)
+		if rep := evidence.Check([]byte(alt), evidence.Options{}); !rep.OK() {
+			t.Errorf("%s spelled %s: %+v", r[0], r[1], *rep.FirstBroken())
+		}
+	}
+}
