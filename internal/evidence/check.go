@@ -122,7 +122,7 @@ func (c *checker) bundle(raw []byte) (map[string]json.RawMessage, bool) {
 		return nil, false
 	}
 	var format string
-	if err := json.Unmarshal(m["bundle"], &format); err != nil || format != Format {
+	if !jsonString(m["bundle"], &format) || format != Format {
 		c.rep.broken("bundle", "format is %s, want %q", m["bundle"], Format)
 		return nil, false
 	}
@@ -166,7 +166,7 @@ func (c *checker) publicKey(m map[string]json.RawMessage) bool {
 		return false
 	}
 	var alg, enc string
-	if json.Unmarshal(k["alg"], &alg) != nil || alg != KeyAlg {
+	if !jsonString(k["alg"], &alg) || alg != KeyAlg {
 		c.rep.broken("public_key.alg", "is %s, want %q", k["alg"], KeyAlg)
 		return false
 	}
@@ -192,10 +192,16 @@ func (c *checker) publicKey(m map[string]json.RawMessage) bool {
 // unquote decodes a JSON string into *s and returns it ("" when raw is
 // not a string).
 func unquote(raw json.RawMessage, s *string) string {
-	if json.Unmarshal(raw, s) != nil {
+	if !jsonString(raw, s) {
 		*s = ""
 	}
 	return *s
+}
+
+// jsonString decodes raw into *s and reports whether it was a JSON string
+// (null, which encoding/json would take as "", is not).
+func jsonString(raw json.RawMessage, s *string) bool {
+	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, s) == nil
 }
 
 func (c *checker) anticipation(m map[string]json.RawMessage) bool {
@@ -261,12 +267,12 @@ func (c *checker) events(m map[string]json.RawMessage) bool {
 			c.rep.broken(link+".seq", "is %s, want %d (events must be complete and in chain order)", em["seq"], i+1)
 			return false
 		}
-		if json.Unmarshal(em["prev"], &gotPrev) != nil || gotPrev != prev {
+		if !jsonString(em["prev"], &gotPrev) || gotPrev != prev {
 			c.rep.broken(link+".prev", "is %s, but the previous event's recomputed digest is %q (an event was removed, inserted or reordered)", em["prev"], prev)
 			return false
 		}
 		want := anticipate.ChainDigest(prev, em["event"])
-		if json.Unmarshal(em["digest"], &digest) != nil || want == "" || digest != want {
+		if !jsonString(em["digest"], &digest) || want == "" || digest != want {
 			c.rep.broken(link+".digest", "is %s, but SHA-256 of the previous digest and the event's canonical JSON is %q (the event or its digest was changed)", em["digest"], want)
 			return false
 		}

@@ -263,6 +263,7 @@ func Tamperings() []Tampering {
 			e := d.Entry(d.Middle() + 1)
 			e["prev"] = flipLastHex(e["prev"].(string))
 		}, Signed: "events[", Unsigned: "events["},
+		{Name: "first event prev null", Edit: func(d *Doc) { d.Entry(0)["prev"] = nil }, Signed: "events[0].prev", Unsigned: "events[0].prev"},
 		{Name: "event member added", Edit: func(d *Doc) { d.Entry(d.Middle())["note"] = "x" }, Signed: "events[", Unsigned: "events["},
 		{Name: "VERIFY execution_digest edited", Edit: func(d *Doc) {
 			d.Verification()["execution_digest"] = flipLastHex(d.Verification()["execution_digest"].(string))
