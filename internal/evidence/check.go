@@ -276,7 +276,7 @@ func (c *checker) events(m map[string]json.RawMessage) bool {
 			c.rep.broken(link+".digest", "is %s, but SHA-256 of the previous digest and the event's canonical JSON is %q (the event or its digest was changed)", em["digest"], want)
 			return false
 		}
-		ev, err := anticipate.ValidateEvent(em["event"])
+		ev, err := ParseEvent(em["event"])
 		if err == nil {
 			err = ev.BindPlan(c.v.PlanID)
 		}
@@ -507,3 +507,36 @@ type noWatcher struct{}
 
 func (noWatcher) ExpectationState(string) (string, bool) { return "", false }
 func (noWatcher) LapseCount(string) int                  { return 0 }
+
+// ParseEvent validates an execution event of a bundle for grading, as
+// anticipate.ValidateEvent does, with one allowance: an event stored
+// before events were RFC-032 messages names its type in "event_type"
+// instead of "message_type". The server still serves and graded it (its
+// chain digest covers it as stored), so it is read as if the member were
+// message_type. Errors are ValidateEvent's.
+func ParseEvent(raw json.RawMessage) (*anticipate.Event, error) {
+	ev, err := anticipate.ValidateEvent(raw)
+	if err == nil {
+		return ev, nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, err
+	}
+	legacy, isLegacy := m[anticipate.LegacyTypeField]
+	if _, current := m["message_type"]; !isLegacy || current {
+		return nil, err
+	}
+	m["message_type"] = legacy
+	delete(m, anticipate.LegacyTypeField)
+	b, merr := json.Marshal(m)
+	if merr != nil {
+		return nil, err
+	}
+	ev, lerr := anticipate.ValidateEvent(b)
+	if lerr != nil {
+		return nil, lerr
+	}
+	ev.Raw = raw
+	return ev, nil
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/evidence"
 	"github.com/agentclock/clockwork/internal/evidence/evidencetest"
 )
@@ -75,5 +76,33 @@ func TestCheckReadsValuesNotSpellings(t *testing.T) {
 		if rep := evidence.Check([]byte(alt), evidence.Options{}); !rep.OK() {
 			t.Errorf("%s spelled %s: %+v", r[0], r[1], *rep.FirstBroken())
 		}
+	}
+}
+
+// TestCheckLegacyEvents: events stored before events were RFC-032 messages
+// name their type in event_type; their bundles still check, and such an
+// event is not accepted where the chain says otherwise.
+func TestCheckLegacyEvents(t *testing.T) {
+	ant, err := anticipate.Sign([]byte(evidencetest.SeedAnticipation))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := evidencetest.SeedEvents(6)
+	for _, e := range events {
+		e["event_type"] = e["message_type"]
+		delete(e, "message_type")
+		delete(e, "protocol_version")
+	}
+	_, key, _ := ed25519.GenerateKey(nil)
+	b, err := evidencetest.BuildFrom(ant, events, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := evidence.Check(b, evidence.Options{}); !rep.OK() || rep.Events != 6 {
+		t.Fatalf("legacy bundle: %+v", rep.Findings)
+	}
+	evidencetest.Suite(t, b, evidence.Check, 100)
+	if _, err := evidence.ParseEvent([]byte(`{"event_type":"STEP_COMPLETE","message_type":"STEP_COMPLETE","event_id":"e","timestamp":"2026-06-24T10:00:00Z"}`)); err == nil {
+		t.Fatal("an event with both type members was accepted")
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // TypeField is the member that names an execution event's type.
-const TypeField = "event_type"
+const TypeField = "message_type"
 
 // SeedAnticipation is the seed's ANTICIPATE (RFC-032 section 3.1) with its
 // placeholder signature; Build signs it.
@@ -54,7 +54,7 @@ const SeedAnticipation = `{
 // Event returns an execution event of the given type with its other
 // members, in the wire form the server accepts.
 func Event(id, typ string, at time.Time, members ...any) map[string]any {
-	e := map[string]any{"event_id": id, TypeField: typ, "timestamp": at.UTC().Format(time.RFC3339Nano)}
+	e := map[string]any{"protocol_version": "4.1", "event_id": id, TypeField: typ, "timestamp": at.UTC().Format(time.RFC3339Nano)}
 	for i := 0; i+1 < len(members); i += 2 {
 		e[members[i].(string)] = members[i+1]
 	}
@@ -119,7 +119,7 @@ func BuildFrom(antRaw []byte, events []map[string]any, key ed25519.PrivateKey) (
 		if err != nil {
 			return nil, err
 		}
-		ev, err := anticipate.ValidateEvent(raw)
+		ev, err := evidence.ParseEvent(raw)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
