@@ -184,8 +184,13 @@ func scenarioEvidenceBundleVerifiesOffline(t *testing.T) {
 				ex["trajectory_criteria"] = append(ex["trajectory_criteria"].([]any), map[string]any{
 					"criterion_id": "tc-w", "description": "No lapses", "measurement": "DETERMINISTIC",
 					"assertion": "lapse_count() == 0", "weight": 0.2})
+				m["x_emitter_trace"] = "trace-7" // kept and signed
 			})
 			e.must(201, e.call("POST", "/v1/anticipations", body))
+			// An emitter's own context fields and a lower-case status.
+			e.must(202, e.call("POST", "/v1/executions/plan-bundle/events", event("pre-req", "TOOL_REQUEST", "tool", "iam_lookup",
+				"arguments", map[string]any{"q": "<alice & co>"}, "trace_id", "t-1", "cost", map[string]any{"usd": 0.0012})))
+			e.must(202, e.call("POST", "/v1/executions/plan-bundle/events", event("pre-res", "TOOL_RESULT", "tool", "iam_lookup", "status", "success", "model", "m-1")))
 			runPlan(t, e, "plan-bundle", 4, []string{"iam_create_user", "iam_add_to_group"}, allGood())
 			v := e.waitVerification("ant-bundle")
 			path := "/v1/verifications/" + v.VerificationID + "/bundle"
@@ -198,7 +203,7 @@ func scenarioEvidenceBundleVerifiesOffline(t *testing.T) {
 			if !rep.OK() {
 				t.Fatalf("the offline verifier refuses the server's bundle: %+v", rep.Findings)
 			}
-			if rep.Events != 4*3+2 || rep.Regraded != 5 || !strings.Contains(strings.Join(rep.Notes, "\n"), "tc-w reads the watcher") {
+			if rep.Events != 2+4*3+2 || rep.Regraded != 5 || !strings.Contains(strings.Join(rep.Notes, "\n"), "tc-w reads the watcher") {
 				t.Fatalf("report: %d events, %d re-graded, notes %q", rep.Events, rep.Regraded, rep.Notes)
 			}
 			// The bundle holds the VERIFY as GET returns it and the key as
