@@ -105,6 +105,7 @@ func scenarioModelJudges(t *testing.T) {
 		if err := anticipate.CheckSeal(&v); err != nil {
 			t.Fatalf("the VERIFY with model grades does not check: %v", err)
 		}
+		checkBundleOffline(t, e, v.VerificationID)
 	})
 	t.Run("bedrock", func(t *testing.T) {
 		const modelID = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -139,5 +140,6 @@ func scenarioModelJudges(t *testing.T) {
 		if err := anticipate.CheckSeal(&v); err != nil {
 			t.Fatalf("the VERIFY with model grades does not check: %v", err)
 		}
+		checkBundleOffline(t, e, v.VerificationID)
 	})
 }

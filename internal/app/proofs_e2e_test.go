@@ -235,3 +235,13 @@ func scenarioEvidenceBundleVerifiesOffline(t *testing.T) {
 		})
 	}
 }
+
+// checkBundleOffline fetches a VERIFY's evidence bundle and requires the
+// offline verifier to accept it.
+func checkBundleOffline(t *testing.T, e *testEnv, vid string) {
+	t.Helper()
+	bundle := e.must(200, e.call("GET", "/v1/verifications/"+vid+"/bundle", nil)).body
+	if rep := evidence.Check(bundle, evidence.Options{}); !rep.OK() {
+		t.Fatalf("the offline verifier refuses the bundle of %s: %+v", vid, rep.Findings)
+	}
+}
