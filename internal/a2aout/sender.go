@@ -83,6 +83,10 @@ type Options struct {
 	// Timeout bounds one Send (connection, request and response). Zero
 	// means DefaultTimeout; negative means no bound beyond ctx.
 	Timeout time.Duration
+	// Credentials gives the agent's credentials for the security
+	// requirement of its card; nil sends none. Token endpoints and OpenID
+	// Connect discovery are fetched with HTTPClient, through the same guard.
+	Credentials CredentialSource
 }
 
 // Sender delivers lapse task messages. It is safe for concurrent use.
@@ -90,6 +94,8 @@ type Sender struct {
 	timeout time.Duration
 	factory *a2aclient.Factory
 	http    *http.Client
+	creds   CredentialSource
+	tokens  *tokenCache
 }
 
 // NewSender returns a Sender configured by opts. It never fails.
@@ -111,13 +117,24 @@ func NewSender(opts Options) *Sender {
 	if inner == nil {
 		inner = http.DefaultTransport
 	}
-	client.Transport = &recordingTransport{base: inner}
+	client.Transport = &recordingTransport{base: &tlsTransports{base: inner, by: map[[32]byte]http.RoundTripper{}}}
 
 	factory := a2aclient.NewFactory(
 		a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(&client),
+		a2aclient.WithCallInterceptors(&a2aclient.AuthInterceptor{Service: credentialsService{}}),
 	)
-	return &Sender{timeout: timeout, factory: factory, http: &client}
+	return &Sender{timeout: timeout, factory: factory, http: &client, creds: opts.Credentials, tokens: newTokenCache(base)}
+}
+
+// Outcome is what one delivered lapse task came back with.
+type Outcome struct {
+	// TaskID is the id of the task the agent created ("" when its answer
+	// names none).
+	TaskID string
+	// Activated is true when the agent echoed the extension URI in its
+	// A2A-Extensions response header (the extension's activation rule).
+	Activated bool
 }
 
 // Send delivers m to the agent described by card and returns the id of the
@@ -138,19 +155,43 @@ func NewSender(opts Options) *Sender {
 // the a2a package's sentinel errors (a2a.ErrInvalidParams, ...). Use
 // Permanent to decide whether to retry. Send never panics.
 func (s *Sender) Send(ctx context.Context, card expect.Card, m Message) (taskID string, err error) {
+	out, err := s.SendLapse(ctx, card, m)
+	return out.TaskID, err
+}
+
+// SendLapse is Send, also reporting whether the agent activated the
+// extension. Credentials: it attaches what the card's first satisfiable
+// security requirement asks for (see Options.Credentials); an agent that
+// answers 401 or 403 gives an *AuthError naming the schemes and the status
+// (which Permanent reports as permanent), after one retry with freshly
+// fetched tokens when the requirement used OAuth 2.0 or OpenID Connect.
+func (s *Sender) SendLapse(ctx context.Context, card expect.Card, m Message) (Outcome, error) {
 	if s == nil || s.factory == nil {
-		return "", errs.E(errs.Internal, "a2aout: Sender not built with NewSender")
+		return Outcome{}, errs.E(errs.Internal, "a2aout: Sender not built with NewSender")
 	}
+	out, err := s.sendOnce(ctx, card, m)
+	var ae *AuthError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized && len(ae.tokens) > 0 && ctx.Err() == nil {
+		for _, k := range ae.tokens {
+			s.tokens.drop(k)
+		}
+		out, err = s.sendOnce(ctx, card, m)
+	}
+	return out, err
+}
+
+// sendOnce makes one attempt.
+func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out Outcome, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	endpoint, err := endpointOf(card)
 	if err != nil {
-		return "", err
+		return Outcome{}, err
 	}
 	req, err := buildRequest(card, m)
 	if err != nil {
-		return "", err
+		return Outcome{}, err
 	}
 
 	if s.timeout > 0 {
@@ -158,41 +199,62 @@ func (s *Sender) Send(ctx context.Context, card expect.Card, m Message) (taskID 
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
+	plan, err := s.plan(ctx, card)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
+	}
+	state := &callState{auth: plan}
+	ctx = context.WithValue(ctx, callStateKey{}, state)
+	// wrap names the schemes when the agent refused the credentials.
+	wrap := func(err error) error {
+		if code, _ := state.status(); code == http.StatusUnauthorized || code == http.StatusForbidden {
+			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, StatusCode: code, Err: err, tokens: plan.tokens}
+		}
+		return fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
+	}
 	if card.ProtocolVersion == expect.ProtocolV03 {
 		taskID, err := s.send03(ctx, card, req)
 		if err != nil {
-			return "", fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
+			return Outcome{}, wrap(err)
 		}
-		return taskID, nil
+		return Outcome{TaskID: taskID, Activated: state.activatedExt()}, nil
 	}
-	state := &callState{}
-	ctx = context.WithValue(ctx, callStateKey{}, state)
 	ctx = a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{ExtensionsHeader: {expect.URI}})
 
 	client, err := s.factory.CreateFromEndpoints(ctx, []*a2a.AgentInterface{endpoint})
 	if err != nil {
-		return "", &errs.Error{Code: errs.Invalid, Message: fmt.Sprintf("a2aout: no A2A client for %s (protocol %s): %v", card.URL, card.ProtocolVersion, err)}
+		return Outcome{}, &errs.Error{Code: errs.Invalid, Message: fmt.Sprintf("a2aout: no A2A client for %s (protocol %s): %v", card.URL, card.ProtocolVersion, err)}
 	}
 	defer func() { _ = client.Destroy() }()
+	if plan.sdkCard != nil {
+		// The SDK's AuthInterceptor reads the scheme from the client's card
+		// and the credential from credentialsService for the session.
+		plan.sdkCard.SupportedInterfaces = []*a2a.AgentInterface{endpoint}
+		if err := client.UpdateCard(plan.sdkCard); err != nil {
+			return Outcome{}, wrap(err)
+		}
+		ctx = a2aclient.AttachSessionID(ctx, a2aclient.SessionID(card.AgentID))
+	}
 
 	result, err := sendSafely(ctx, client, req)
 	if err != nil {
 		if code, retryAfter := state.status(); code != 0 && code != http.StatusOK {
 			err = &StatusError{StatusCode: code, RetryAfter: retryAfter, Err: err}
 		}
-		return "", fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
+		return Outcome{}, wrap(err)
 	}
+	out.Activated = state.activatedExt()
 	switch r := result.(type) {
 	case *a2a.Task:
 		if r != nil {
-			return string(r.ID), nil
+			out.TaskID = string(r.ID)
 		}
 	case *a2a.Message:
 		if r != nil {
-			return string(r.TaskID), nil
+			out.TaskID = string(r.TaskID)
 		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // sendSafely calls the SDK and turns a panic inside it into an error.
@@ -317,7 +379,8 @@ func (e *StatusError) Unwrap() error { return e.Err }
 // Permanent reports whether err is one that retrying the same Send cannot
 // fix: an address refused by the outbound guard (netguard.ErrRefused) or too
 // many redirects, an invalid card, URL or message (errs.Invalid), an HTTP
-// 4xx other than 408, 425 and 429, or a JSON-RPC error such as parse error,
+// 4xx other than 408, 425 and 429 from the agent (so 401 and 403: an
+// *AuthError) or from a token endpoint or OpenID Connect discovery, or a JSON-RPC error such as parse error,
 // invalid request, method not found, invalid params, unsupported operation
 // or content type, extension support required, version not supported,
 // unauthenticated or unauthorized. Transport errors, timeouts and
@@ -333,6 +396,12 @@ func Permanent(err error) bool {
 	var appErr *errs.Error
 	if errors.As(err, &appErr) && appErr.Code == errs.Invalid {
 		return true
+	}
+	var ee *EndpointError
+	if errors.As(err, &ee) {
+		// A token endpoint refusing the client credentials will refuse
+		// them again; its outages pass.
+		return ee.StatusCode >= 400 && ee.StatusCode < 500 && ee.StatusCode != http.StatusRequestTimeout && ee.StatusCode != http.StatusTooManyRequests
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
@@ -376,9 +445,18 @@ type callStateKey struct{}
 
 // callState records what the transport saw during one Send.
 type callState struct {
+	auth *authPlan
+
 	mu         sync.Mutex
 	code       int
 	retryAfter time.Duration
+	activated  bool
+}
+
+func (c *callState) activatedExt() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.activated
 }
 
 func (c *callState) status() (int, time.Duration) {
@@ -391,22 +469,47 @@ func (c *callState) status() (int, time.Duration) {
 // the last response status in the request's callState and caps the size of
 // response bodies.
 type recordingTransport struct {
-	base http.RoundTripper
+	base *tlsTransports
+}
+
+// echoes reports whether a response header activates the extension.
+func echoes(h http.Header) bool {
+	for _, name := range []string{ExtensionsHeader, "X-A2A-Extensions"} {
+		for _, v := range h.Values(name) {
+			for _, part := range strings.Split(v, ",") {
+				if strings.TrimSpace(part) == expect.URI {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // RoundTrip implements http.RoundTripper without modifying req.
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Header.Set(ExtensionsHeader, expect.URI)
-	resp, err := t.base.RoundTrip(r)
+	st, _ := req.Context().Value(callStateKey{}).(*callState)
+	var plan *authPlan
+	if st != nil {
+		plan = st.auth
+	}
+	plan.apply(r)
+	base, err := t.base.get(plan)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := base.RoundTrip(r)
 	if err == nil && resp != nil {
 		if resp.Body != nil {
 			resp.Body = &limitedBody{Reader: io.LimitReader(resp.Body, MaxResponseBytes), Closer: resp.Body}
 		}
-		if st, ok := req.Context().Value(callStateKey{}).(*callState); ok {
+		if st != nil {
 			st.mu.Lock()
 			st.code = resp.StatusCode
 			st.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			st.activated = echoes(resp.Header)
 			st.mu.Unlock()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
@@ -68,6 +70,9 @@ type Config struct {
 	NoSigningKey bool
 	// Sender overrides lapse delivery (default: the A2A SDK sender).
 	Sender outbox.Sender
+	// AgentHTTPClient overrides the default sender's guarded client (tests
+	// use it to trust a test CA for agents behind TLS).
+	AgentHTTPClient *http.Client
 	// Lateness observes how late instants fire.
 	Lateness func(time.Duration)
 }
@@ -81,6 +86,9 @@ type App struct {
 	Outbox  *outbox.Outbox
 	Feed    *feed.Processor
 	Handler *httpapi.Handler
+	// Credentials keeps agents' outbound credentials, sealed with the key
+	// in <DataDir>/credentials-aes256.key.
+	Credentials *credentials.Service
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -111,10 +119,19 @@ func Start(cfg Config) (*App, error) {
 	}
 	a := &App{Store: st, log: cfg.Log}
 	a.Watcher = watcher.New(st, cfg.Now, cfg.Rules)
+	sealer, err := credentials.KeyFile(filepath.Join(cfg.DataDir, "credentials-aes256.key"))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("credentials key: %w", err)
+	}
+	a.Credentials = credentials.New(st, sealer, credentials.Options{})
 	sender := cfg.Sender
 	if sender == nil {
-		client := netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
-		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client})
+		client := cfg.AgentHTTPClient
+		if client == nil {
+			client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
+		}
+		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: a.Credentials})
 	}
 	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
 	a.Timers = timers.New(a.Watcher.TickMany, cfg.TimerWorkers, cfg.Log)
@@ -140,6 +157,7 @@ func Start(cfg Config) (*App, error) {
 	a.Eval = evaluation.New(st, evalOpt)
 	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
+	a.Handler.Credentials = a.Credentials
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel

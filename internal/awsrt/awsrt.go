@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/smithy-go/middleware"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/authorizer"
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
@@ -78,6 +80,13 @@ type Config struct {
 	// seed from the SSM SecureString named by SIGNING_KEY_PARAMETER.
 	SigningKey          ed25519.PrivateKey
 	SigningKeyParameter string
+	// CredentialsKeyID (CREDENTIALS_KEY_ID) is the KMS key that seals
+	// agents' outbound credentials (envelope encryption); without it the
+	// credentials routes answer 503 to a PUT and lapse tasks carry none.
+	CredentialsKeyID string
+	// AgentHTTPClient overrides the guarded client lapse tasks are sent
+	// with (tests use it to trust a test CA).
+	AgentHTTPClient *http.Client
 	// APIOptions are added to every AWS client (call counting in tests).
 	APIOptions []func(*middleware.Stack) error
 	// Now is the watcher's clock (default time.Now).
@@ -97,6 +106,7 @@ func FromEnv() (Config, error) {
 		SigningKeyParameter: os.Getenv("SIGNING_KEY_PARAMETER"),
 		JudgeKind:           os.Getenv("JUDGE_KIND"), JudgeModel: os.Getenv("JUDGE_MODEL"),
 		JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), JudgeAPIKeyParameter: os.Getenv("JUDGE_API_KEY_PARAMETER"),
+		CredentialsKeyID: os.Getenv("CREDENTIALS_KEY_ID"),
 	}
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
@@ -158,7 +168,9 @@ type Runtime struct {
 	Outbox    *outbox.Outbox
 	Feed      *feed.Processor
 	Handler   *httpapi.Handler
-	Log       *slog.Logger
+	// Credentials keeps agents' outbound credentials sealed with KMS.
+	Credentials *credentials.Service
+	Log         *slog.Logger
 
 	inline *inlineOutbox
 }
@@ -220,8 +232,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	evalOpt.SigningKey = cfg.SigningKey
 	r.Eval = evaluation.New(r.Store, evalOpt)
 
-	client := netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
-	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client}),
+	var sealer credentials.Sealer
+	if cfg.CredentialsKeyID != "" {
+		sealer = &credentials.KMS{Client: kms.NewFromConfig(ac), KeyID: cfg.CredentialsKeyID}
+	}
+	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
+	client := cfg.AgentHTTPClient
+	if client == nil {
+		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
+	}
+	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
@@ -242,6 +262,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	// A Lambda response is built whole and bounded; say so with a 413
 	// rather than fail past the bound.
 	r.Handler.MaxBundleBytes = httpapi.LambdaBundleBytes
+	r.Handler.Credentials = r.Credentials
 	return r, nil
 }
 

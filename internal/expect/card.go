@@ -33,6 +33,11 @@ const (
 // at an absolute http or https URL. A 1.0 interface is preferred over a 0.3
 // one; among equals the first listed wins.
 //
+// Security schemes and requirements are read in either version's shape
+// (see cardSecurity): a scheme of unknown type, an API key without a valid
+// location or name, a token or discovery URL that is not absolute, or a
+// requirement naming an undeclared scheme is refused like any other field.
+//
 // On success it returns the Card with Raw set to a copy of raw. Otherwise it
 // returns an *errs.Error with Code errs.Invalid whose Fields name every
 // failing field by its JSON path, for example
@@ -53,7 +58,7 @@ func ParseCard(agentID string, raw []byte) (Card, error) {
 	// so one decode into the SDK's 1.0 type serves both; the 0.3 layout of
 	// interfaces is read by cardEndpointV03.
 	sdkCard := &a2a.AgentCard{}
-	err := json.Unmarshal(raw, sdkCard)
+	err := json.Unmarshal(withoutSecurity(raw, top), sdkCard)
 	if err != nil {
 		path, why := "", "not a valid A2A agent card"
 		var typeErr *json.UnmarshalTypeError
@@ -78,6 +83,7 @@ func ParseCard(agentID string, raw []byte) (Card, error) {
 	}
 
 	decl := cardDeclaration(&c, sdkCard, skills, skillSet)
+	schemes, requirements := cardSecurity(&c, top)
 
 	var version, endpoint string
 	if cardIsV1(top) {
@@ -96,6 +102,8 @@ func ParseCard(agentID string, raw []byte) (Card, error) {
 		Skills:          skills,
 		ProtocolVersion: version,
 		URL:             endpoint,
+		SecuritySchemes: schemes,
+		Security:        requirements,
 	}, nil
 }
 

@@ -107,6 +107,11 @@ type Delivery struct {
 	DeliveredAt string `json:"deliveredAt,omitempty"`
 	// NextAttemptAt is when a failed delivery may be tried again.
 	NextAttemptAt string `json:"nextAttemptAt,omitempty"`
+	// Activated is set when the lapse task was delivered: whether the
+	// agent echoed the extension URI in its A2A-Extensions response header
+	// (the extension's activation rule), so operators can see agents that
+	// ignore the extension.
+	Activated *bool `json:"activated,omitempty"`
 }
 
 // Record is the watcher's record of one expectation: the spec's
@@ -179,6 +184,11 @@ type Card struct {
 	// ProtocolVersion is "1.0" or "0.3"; URL the JSON-RPC endpoint.
 	ProtocolVersion string
 	URL             string
+	// SecuritySchemes are the card's securitySchemes by name, and Security
+	// its security requirements (alternatives, in the card's order); both
+	// empty when the agent accepts unauthenticated requests.
+	SecuritySchemes map[string]SecurityScheme
+	Security        []SecurityRequirement
 }
 
 // InstantKind names one of an open expectation's instants.

@@ -60,6 +60,10 @@ func authzCases() []authzCase {
 		{name: "a2a cancel", pattern: "POST /v1/agents/{agentId}/a2a", method: "POST", path: "/v1/agents/agent-1/a2a",
 			body:  static(mustJSON(map[string]any{"statusUpdate": map[string]any{"taskId": "task-3", "contextId": "ctx-3", "status": map[string]any{"state": "TASK_STATE_CANCELED"}}})),
 			scope: auth.ExpectationsWrite, bound: true},
+		{name: "put credentials", pattern: "PUT /v1/agents/{agentId}/credentials", method: "PUT", path: "/v1/agents/agent-1/credentials",
+			body: static(mustJSON(map[string]any{"credentials": map[string]any{"undeclared": map[string]any{"token": "t"}}})), scope: auth.AgentsWrite, bound: true},
+		{name: "get credentials", pattern: "GET /v1/agents/{agentId}/credentials", method: "GET", path: "/v1/agents/agent-1/credentials", scope: auth.Read, bound: true},
+		{name: "delete credentials", pattern: "DELETE /v1/agents/{agentId}/credentials", method: "DELETE", path: "/v1/agents/agent-1/credentials", scope: auth.AgentsWrite, bound: true},
 		{name: "deadletters", pattern: "GET /v1/deadletters", method: "GET", path: "/v1/deadletters", scope: auth.Read},
 		{name: "declare", pattern: "POST /v1/anticipations", method: "POST", path: "/v1/anticipations", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
 		{name: "replace", pattern: "PUT /v1/anticipations/{id}", method: "PUT", path: "/v1/anticipations/ant-2", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
@@ -113,6 +117,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	tokens := mustJSON(map[string]any{"tokens": testTokens()})
 	authz := &authorizer.Authorizer{Load: func(context.Context) ([]byte, error) { return tokens, nil }, Log: quietLog()}
 	behindGateway := httpapi.New(ap.Watcher, ap.Eval, authorizer.Gateway{Log: quietLog()}, quietLog())
+	behindGateway.Credentials = ap.Credentials
 	public := map[string]bool{}
 	for _, c := range cases {
 		if c.public {

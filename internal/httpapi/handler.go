@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -33,9 +34,12 @@ type Authenticator interface {
 type Handler struct {
 	Watcher *watcher.Service
 	Eval    *evaluation.Service
-	Auth    Authenticator
-	Log     *slog.Logger
-	MaxBody int64
+	// Credentials keeps agents' outbound credentials; nil answers the
+	// credentials routes with 503.
+	Credentials *credentials.Service
+	Auth        Authenticator
+	Log         *slog.Logger
+	MaxBody     int64
 	// MaxBundleBytes bounds an evidence bundle's response (0: streamed,
 	// unbounded); see LambdaBundleBytes.
 	MaxBundleBytes int64
@@ -79,6 +83,9 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
 		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, Push: true, fn: h.a2a},
+		{Pattern: "PUT /v1/agents/{agentId}/credentials", Scope: auth.AgentsWrite, Agent: true, fn: h.putCredentials},
+		{Pattern: "GET /v1/agents/{agentId}/credentials", Scope: auth.Read, Agent: true, fn: h.getCredentials},
+		{Pattern: "DELETE /v1/agents/{agentId}/credentials", Scope: auth.AgentsWrite, Agent: true, fn: h.deleteCredentials},
 		{Pattern: "GET /v1/deadletters", Scope: auth.Read, fn: h.deadLetters},
 		{Pattern: "POST /v1/anticipations", Scope: auth.AnticipationsWrite, Eval: true, fn: h.declare},
 		{Pattern: "PUT /v1/anticipations/{id}", Scope: auth.AnticipationsWrite, Eval: true, fn: h.replace},

@@ -23,6 +23,13 @@ type Sender interface {
 	Send(ctx context.Context, card expect.Card, m a2aout.Message) (string, error)
 }
 
+// ReportingSender is a Sender that also reports whether the agent
+// activated the extension (*a2aout.Sender); the outbox records it as
+// delivery.activated.
+type ReportingSender interface {
+	SendLapse(ctx context.Context, card expect.Card, m a2aout.Message) (a2aout.Outcome, error)
+}
+
 // Options tune delivery.
 type Options struct {
 	// MaxAttempts before a lapse is dead-lettered (default 8).
@@ -214,7 +221,16 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 			rec.Expectation.Subject.ID, rec.Lapse.Lapse, rec.Expectation.Expects),
 	}
 	actx, cancel := context.WithTimeout(ctx, o.opt.AttemptTimeout)
-	taskID, sendErr := o.sender.Send(actx, card, msg)
+	var taskID string
+	var activated *bool
+	var sendErr error
+	if rs, ok := o.sender.(ReportingSender); ok {
+		var out a2aout.Outcome
+		out, sendErr = rs.SendLapse(actx, card, msg)
+		taskID, activated = out.TaskID, &out.Activated
+	} else {
+		taskID, sendErr = o.sender.Send(actx, card, msg)
+	}
 	cancel()
 	if sendErr != nil {
 		return o.fail(ctx, rec, sendErr, a2aout.Permanent(sendErr))
@@ -229,6 +245,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 		r.Delivery.DeliveredAt = now
 		r.Delivery.LastError = ""
 		r.Delivery.DeadLettered = false
+		r.Delivery.Activated = activated
 		return r, true, nil
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 //
 //	item          PK           SK
 //	agent card    A#<agent>    CARD
+//	credentials   A#<agent>    CREDS   (sealed; package credentials)
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
 //
@@ -38,6 +39,7 @@ const (
 	TypeCard        = "card"
 	TypeExpectation = "expectation"
 	TypeSubject     = "subject"
+	TypeCredentials = "credentials"
 
 	// OpenShards spreads open expectations over several gsi5 partitions.
 	OpenShards = 16
@@ -57,6 +59,9 @@ func agentPK(agent string) string { return "A#" + esc(agent) }
 
 // CardKey is the key of an agent's card.
 func CardKey(agent string) store.Key { return store.Key{PK: agentPK(agent), SK: "CARD"} }
+
+// CredentialsKey is the key of an agent's sealed outbound credentials.
+func CredentialsKey(agent string) store.Key { return store.Key{PK: agentPK(agent), SK: "CREDS"} }
 
 // ExpectationKey is the key of one expectation record.
 func ExpectationKey(agent, id string) store.Key {

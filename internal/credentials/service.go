@@ -1,0 +1,216 @@
+package credentials
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// DefaultCacheTTL is how long Load keeps decrypted secrets in memory when
+// Options.CacheTTL is zero.
+const DefaultCacheTTL = 5 * time.Minute
+
+// stored is the credentials item's body: each scheme's secret sealed
+// separately (JSON of Secret, sealed for the agent and scheme), and the
+// scheme's type in clear for listing.
+type stored struct {
+	Schemes map[string]storedScheme `json:"schemes"`
+}
+
+type storedScheme struct {
+	Type   string `json:"type"`
+	Sealed []byte `json:"sealed"`
+}
+
+// Options configure a Service.
+type Options struct {
+	// CacheTTL bounds how long decrypted secrets stay in memory (zero means
+	// DefaultCacheTTL, negative no cache). A new PUT is seen at once
+	// whatever the TTL: the cache is keyed by the item's version.
+	CacheTTL time.Duration
+	// Now is the clock of the cache (default time.Now).
+	Now func() time.Time
+}
+
+// Service stores, lists, removes and loads agents' credentials. It is safe
+// for concurrent use.
+type Service struct {
+	store  store.Store
+	sealer Sealer
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cachedSet
+}
+
+type cachedSet struct {
+	version int64
+	at      time.Time
+	set     Set
+}
+
+// New returns a Service over st sealing with sealer. A nil sealer makes
+// Put and Load fail with an Unavailable error (the process cannot seal or
+// open secrets), while Configured and Delete work.
+func New(st store.Store, sealer Sealer, opt Options) *Service {
+	if opt.CacheTTL == 0 {
+		opt.CacheTTL = DefaultCacheTTL
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Service{store: st, sealer: sealer, ttl: opt.CacheTTL, now: opt.Now, cache: map[string]cachedSet{}}
+}
+
+// Put replaces the agent's credentials with those in body (see Parse),
+// checked against card, sealing each scheme's secret, and returns the
+// configured scheme names, sorted. Errors: an Invalid error naming the
+// failing fields, an Unavailable error when sealing fails (KMS down), or a
+// store error.
+func (s *Service) Put(ctx context.Context, card expect.Card, body []byte) ([]string, error) {
+	set, err := Parse(card, body)
+	if err != nil {
+		return nil, err
+	}
+	if s.sealer == nil {
+		return nil, errs.E(errs.Unavailable, "this process holds no key to seal credentials")
+	}
+	doc := stored{Schemes: map[string]storedScheme{}}
+	for name, secret := range set {
+		plain, err := json.Marshal(secret)
+		if err != nil {
+			return nil, err
+		}
+		sealed, err := s.sealer.Seal(ctx, plain, card.AgentID, name)
+		clear(plain)
+		if err != nil {
+			return nil, errs.E(errs.Unavailable, "credentials could not be sealed; try again")
+		}
+		doc.Schemes[name] = storedScheme{Type: card.SecuritySchemes[name].Type, Sealed: sealed}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	key := watcher.CredentialsKey(card.AgentID)
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, _, err := tx.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		it.Key, it.Type, it.Data, it.Index = key, watcher.TypeCredentials, data, nil
+		tx.Put(it)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("credentials: store: %w", err)
+	}
+	return set.Names(), nil
+}
+
+// Configured returns the scheme names the agent has credentials for,
+// sorted (empty when none). It reads no secret. Errors are the store's.
+func (s *Service) Configured(ctx context.Context, agentID string) ([]string, error) {
+	it, err := s.store.Get(ctx, watcher.CredentialsKey(agentID))
+	if errors.Is(err, store.ErrNotFound) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials: store: %w", err)
+	}
+	var doc stored
+	if err := json.Unmarshal(it.Data, &doc); err != nil {
+		return nil, fmt.Errorf("credentials: stored item of %q is malformed", agentID)
+	}
+	names := make([]string, 0, len(doc.Schemes))
+	for n := range doc.Schemes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Delete removes the agent's credentials; removing none is not an error.
+// Errors are the store's.
+func (s *Service) Delete(ctx context.Context, agentID string) error {
+	key := watcher.CredentialsKey(agentID)
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		if _, ok, err := tx.Get(ctx, key); err != nil || !ok {
+			return err
+		}
+		tx.Delete(key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("credentials: store: %w", err)
+	}
+	s.mu.Lock()
+	delete(s.cache, agentID)
+	s.mu.Unlock()
+	return nil
+}
+
+// Load returns the agent's secrets, decrypted (an empty Set when none are
+// configured). It reads the item every time, so a new PUT is used by the
+// next delivery, and decrypts only when the item changed or the cached
+// copy is older than the cache TTL. Errors: a store error, or an
+// Unavailable error when a secret does not open (wrong key, KMS refused or
+// down); the message names the scheme, never a value.
+func (s *Service) Load(ctx context.Context, agentID string) (Set, error) {
+	it, err := s.store.Get(ctx, watcher.CredentialsKey(agentID))
+	if errors.Is(err, store.ErrNotFound) {
+		return Set{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials: store: %w", err)
+	}
+	now := s.now()
+	if s.ttl > 0 {
+		s.mu.Lock()
+		c, ok := s.cache[agentID]
+		s.mu.Unlock()
+		if ok && c.version == it.Version && now.Sub(c.at) < s.ttl {
+			return c.set, nil
+		}
+	}
+	if s.sealer == nil {
+		return nil, errs.E(errs.Unavailable, "this process holds no key to open credentials")
+	}
+	var doc stored
+	if err := json.Unmarshal(it.Data, &doc); err != nil {
+		return nil, fmt.Errorf("credentials: stored item of %q is malformed", agentID)
+	}
+	set := make(Set, len(doc.Schemes))
+	for name, sc := range doc.Schemes {
+		plain, err := s.sealer.Open(ctx, sc.Sealed, agentID, name)
+		if err != nil {
+			return nil, errs.E(errs.Unavailable, "credentials for scheme %q of agent %q do not open: %v", name, agentID, err)
+		}
+		var secret Secret
+		err = json.Unmarshal(plain, &secret)
+		clear(plain)
+		if err != nil {
+			return nil, errs.E(errs.Unavailable, "credentials for scheme %q of agent %q are malformed", name, agentID)
+		}
+		set[name] = secret
+	}
+	if s.ttl > 0 {
+		s.mu.Lock()
+		if len(s.cache) > 10000 {
+			clear(s.cache)
+		}
+		s.cache[agentID] = cachedSet{version: it.Version, at: now, set: set}
+		s.mu.Unlock()
+	}
+	return set, nil
+}
