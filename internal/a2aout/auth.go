@@ -214,6 +214,9 @@ type AuthError struct {
 	StatusCode int
 	// Err is the underlying error.
 	Err error
+	// TLSRefused is true when the agent's TLS server refused the client
+	// certificate (a TLS alert instead of an HTTP status).
+	TLSRefused bool
 
 	tokens []tokenKey
 }
@@ -221,7 +224,9 @@ type AuthError struct {
 // Error names the schemes and the status.
 func (e *AuthError) Error() string {
 	var b strings.Builder
-	if e.StatusCode != 0 {
+	if e.TLSRefused {
+		fmt.Fprintf(&b, "agent refused the client certificate of scheme %s in the TLS handshake: %v", quoteList(e.Schemes), e.Err)
+	} else if e.StatusCode != 0 {
 		fmt.Fprintf(&b, "agent answered HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 		switch {
 		case len(e.Schemes) == 0:
@@ -285,4 +290,28 @@ func (t *tlsTransports) get(p *authPlan) (http.RoundTripper, error) {
 	}
 	t.by[p.certKey] = c
 	return c, nil
+}
+
+// certificateAlerts are the messages of the TLS alerts a server sends
+// when it refuses a client certificate (RFC 8446 section 6.2), as
+// crypto/tls renders a received alert ("remote error: tls: ..."; the alert
+// type itself is unexported, and the SDK keeps only the message).
+var certificateAlerts = []string{"bad certificate", "unsupported certificate", "revoked certificate",
+	"expired certificate", "unknown certificate", "unknown certificate authority", "access denied", "certificate required"}
+
+// tlsRefusal reports whether err is a TLS alert refusing the client
+// certificate.
+func tlsRefusal(err error) bool {
+	msg := err.Error()
+	i := strings.LastIndex(msg, "remote error: tls: ")
+	if i < 0 {
+		return false
+	}
+	rest := msg[i+len("remote error: tls: "):]
+	for _, a := range certificateAlerts {
+		if strings.HasPrefix(rest, a) {
+			return true
+		}
+	}
+	return false
 }

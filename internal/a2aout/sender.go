@@ -209,6 +209,8 @@ func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out
 	wrap := func(err error) error {
 		if code, _ := state.status(); code == http.StatusUnauthorized || code == http.StatusForbidden {
 			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, StatusCode: code, Err: err, tokens: plan.tokens}
+		} else if plan.cert != nil && tlsRefusal(err) {
+			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, TLSRefused: true, Err: err}
 		}
 		return fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
 	}
@@ -395,6 +397,10 @@ func Permanent(err error) bool {
 	}
 	var appErr *errs.Error
 	if errors.As(err, &appErr) && appErr.Code == errs.Invalid {
+		return true
+	}
+	var ae *AuthError
+	if errors.As(err, &ae) && ae.TLSRefused {
 		return true
 	}
 	var ee *EndpointError

@@ -58,6 +58,9 @@ type Received struct {
 	Text string
 	// TaskID is the id of the task the agent created and returned.
 	TaskID string
+	// User is the user the SDK's call context carried (set by the agent's
+	// authentication interceptor when it requires credentials).
+	User string
 }
 
 // Agent is a running test agent. Its methods are safe for concurrent use.
@@ -74,14 +77,22 @@ type Agent struct {
 	delay      time.Duration
 	requests   int
 	changed    chan struct{}
+	security   []Security
+	refused    int
 }
 
 // NewAgent starts an agent speaking version ("1.0" or "0.3") on 127.0.0.1
 // and stops it when the test ends. An unknown version fails the test.
 func NewAgent(t testing.TB, version string) *Agent {
 	t.Helper()
+	return newAgent(t, version, httptest.NewServer)
+}
+
+func newAgent(t testing.TB, version string, serve func(http.Handler) *httptest.Server) *Agent {
+	t.Helper()
 	a := &Agent{t: t, version: version, headers: map[string][]http.Header{}, changed: make(chan struct{})}
-	handler := a2asrv.NewHandler(&executor{agent: a}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))
+	handler := a2asrv.NewHandler(&executor{agent: a}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)),
+		a2asrv.WithCallInterceptors(authInterceptor{agent: a}))
 	var rpc http.Handler
 	switch version {
 	case "1.0":
@@ -97,8 +108,8 @@ func NewAgent(t testing.TB, version string) *Agent {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(a.Card())
 	})
-	mux.Handle(RPCPath, a.middleware(rpc))
-	a.srv = httptest.NewServer(mux)
+	mux.Handle(RPCPath, a.middleware(a.authenticate(rpc)))
+	a.srv = serve(mux)
 	t.Cleanup(a.srv.Close)
 	return a
 }
@@ -175,7 +186,7 @@ func (a *Agent) Card(extraSkills ...string) []byte {
 		a.t.Errorf("a2atest: encode card: %v", err)
 		return nil
 	}
-	return b
+	return a.withSecurity(b)
 }
 
 // Received returns a copy of the messages received so far, oldest first.
@@ -293,6 +304,9 @@ func (a *Agent) middleware(next http.Handler) http.Handler {
 func (a *Agent) record(execCtx *a2asrv.ExecutorContext) {
 	msg := execCtx.Message
 	rec := Received{TaskID: string(execCtx.TaskID)}
+	if execCtx.User != nil && execCtx.User.Authenticated {
+		rec.User = execCtx.User.Name
+	}
 	if msg != nil {
 		rec.MessageID = msg.ID
 		rec.ContextID = msg.ContextID
