@@ -20,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 )
 
 const (
@@ -37,10 +38,11 @@ type testEnv struct {
 	srv *httptest.Server
 
 	// AWS mode.
-	aws   bool
-	table string
-	rt    *awsrt.Runtime
-	local *awsrt.Local
+	aws    bool
+	table  string
+	rt     *awsrt.Runtime
+	local  *awsrt.Local
+	kmsKey string // seals outbound credentials (moto's KMS)
 }
 
 // backendKind selects the backend startEnv starts ("embedded" or "aws").
@@ -149,6 +151,7 @@ func (e *testEnv) restartAWS() {
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
 		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKeyParameter: judgeKeyParam, JudgeToken: e.cfg.JudgeToken,
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
+		CredentialsKeyID: e.credentialsKey(), AgentHTTPClient: e.cfg.AgentHTTPClient,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -329,4 +332,18 @@ func (e *testEnv) do(req *http.Request) resp {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return resp{status: res.StatusCode, body: b, header: res.Header}
+}
+
+// credentialsKey creates (once per environment) the KMS key that seals
+// outbound credentials in the AWS mode, as the stack does.
+func (e *testEnv) credentialsKey() string {
+	e.t.Helper()
+	if e.kmsKey == "" {
+		out, err := kms.NewFromConfig(dynamotest.Config(emulatorEndpoint)).CreateKey(context.Background(), &kms.CreateKeyInput{})
+		if err != nil {
+			e.t.Fatalf("KMS CreateKey on the emulator: %v", err)
+		}
+		e.kmsKey = *out.KeyMetadata.KeyId
+	}
+	return e.kmsKey
 }

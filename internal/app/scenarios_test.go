@@ -45,6 +45,8 @@ var scenarios = []struct {
 	{"RaceTaskCanceledRightAfterRaise", scenarioRaceTaskCanceledRightAfterRaise},
 	{"RaceFirstEventRightAfterAnticipate", scenarioRaceFirstEventRightAfterAnticipate},
 	{"RaceWithdrawVersusLapse", scenarioRaceWithdrawVersusLapse},
+	{"AgentRequiresBearer", scenarioAgentRequiresBearer},
+	{"AgentRequiresOAuthAndMTLS", scenarioAgentRequiresOAuthAndMTLS},
 }
 
 // TestEmbedded runs every scenario against the embedded default.
