@@ -98,13 +98,19 @@ func authCases() []authCase {
 			right: func(*authEnv) credentials.Secret {
 				return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-right", Scopes: []string{"lapses"}}
 			},
-			bad: func(*authEnv) credentials.Secret { return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-wrong"} }},
+			bad: func(*authEnv) credentials.Secret {
+				return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-wrong"}
+			}},
 		{name: "oidc",
 			security: func(t *testing.T, env *authEnv) a2atest.Security {
 				return a2atest.OIDC("oidc", env.tokens.DiscoveryURL(), env.tokens.Valid)
 			},
-			right: func(*authEnv) credentials.Secret { return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-right"} },
-			bad:   func(*authEnv) credentials.Secret { return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-wrong"} }},
+			right: func(*authEnv) credentials.Secret {
+				return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-right"}
+			},
+			bad: func(*authEnv) credentials.Secret {
+				return credentials.Secret{ClientID: "clockwork", ClientSecret: "cs-wrong"}
+			}},
 		{name: "mtls", tls: true,
 			security: func(t *testing.T, _ *authEnv) a2atest.Security { return a2atest.MutualTLS("mtls") },
 			right: func(env *authEnv) credentials.Secret {
