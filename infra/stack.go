@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -49,6 +50,9 @@ var Routes = []Route{
 	{"POST", "/v1/agents/{agentId}/facts", false},
 	{"POST", "/v1/agents/{agentId}/withdrawals", false},
 	{"POST", "/v1/agents/{agentId}/a2a", false},
+	{"PUT", "/v1/agents/{agentId}/credentials", false},
+	{"GET", "/v1/agents/{agentId}/credentials", false},
+	{"DELETE", "/v1/agents/{agentId}/credentials", false},
 	{"GET", "/v1/deadletters", false},
 	{"POST", "/v1/anticipations", false},
 	{"PUT", "/v1/anticipations/{id}", false},
@@ -127,6 +131,10 @@ type Stack struct {
 	AlarmTopic            awssns.Topic
 	Alarms                []awscloudwatch.Alarm
 	APIOutput, TableOuput awscdk.CfnOutput
+	// CredentialsKey seals agents' outbound credentials (envelope
+	// encryption): the API function may only generate data keys, the
+	// functions that send lapse tasks (stream, clock) may only decrypt.
+	CredentialsKey awskms.Key
 }
 
 func s(v string) *string   { return jsii.String(v) }
@@ -233,6 +241,11 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			RemovalPolicy: stateRemoval,
 		})
 	}
+	st.CredentialsKey = awskms.NewKey(stack, s("CredentialsKey"), &awskms.KeyProps{
+		Description:       s("Seals the credentials " + cfg.Name + " presents to agents (CREDENTIALS_KEY_ID)"),
+		EnableKeyRotation: b(true),
+		RemovalPolicy:     stateRemoval,
+	})
 	arch := awslambda.Architecture_ARM_64()
 	if cfg.Arch == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
@@ -241,6 +254,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	tableEnv := map[string]string{
 		"TABLE_NAME":           cfg.Name,
 		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
+		"CREDENTIALS_KEY_ID":   *st.CredentialsKey.KeyArn(),
 	}
 	// function builds one function with its own role and log group and
 	// STAGE; a function with table access (api, clock, stream; not the
@@ -407,6 +421,17 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	}))
 	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
 		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, nil)
+
+	// Outbound credentials: the API function seals (a data key per secret),
+	// only the functions that send lapse tasks open them.
+	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("SealCredentials"), Actions: strs("kms:GenerateDataKey"), Resources: &[]*string{st.CredentialsKey.KeyArn()},
+	}))
+	for _, fn := range []awslambda.Function{st.Stream, st.Clock} {
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("OpenCredentials"), Actions: strs("kms:Decrypt"), Resources: &[]*string{st.CredentialsKey.KeyArn()},
+		}))
+	}
 
 	// The HTTP API: explicit routes, default-route throttling, JSON access
 	// logs (no headers, so no bearer tokens, are logged).

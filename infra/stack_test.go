@@ -92,7 +92,8 @@ func TestFunctions(t *testing.T) {
 				})
 			})
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
-			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false"}
+			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false",
+				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
 			env := map[string]obj{
 				"api":        {"TRUST_AUTHORIZER": "true"},
 				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},

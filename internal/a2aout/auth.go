@@ -41,8 +41,9 @@ type authPlan struct {
 	header  http.Header
 	query   url.Values
 	cookies []*http.Cookie
-	// cert is the client certificate of a mutual TLS scheme.
-	cert    *tls.Certificate
+	// cert is the client certificate and key (PEM) of a mutual TLS scheme,
+	// certKey their digest (the transport is parsed and kept once per key).
+	cert    *credentials.Secret
 	certKey [32]byte
 	// tokens are the OAuth 2.0 / OpenID Connect tokens used, to drop them
 	// when the agent answers 401.
@@ -141,11 +142,7 @@ func (s *Sender) plan(ctx context.Context, card expect.Card) (*authPlan, error) 
 				p.header.Set("Authorization", "Bearer "+tok)
 			}
 		case expect.SchemeMutualTLS:
-			cert, err := tls.X509KeyPair([]byte(secret.Certificate), []byte(secret.PrivateKey))
-			if err != nil {
-				return nil, &AuthError{Schemes: []string{name}, Err: errors.New("the stored client certificate and key do not form a pair")}
-			}
-			p.cert = &cert
+			p.cert = &secret
 			p.certKey = sha256.Sum256([]byte(secret.Certificate + "\x00" + secret.PrivateKey))
 		}
 	}
@@ -271,6 +268,10 @@ func (t *tlsTransports) get(p *authPlan) (http.RoundTripper, error) {
 	if rt, ok := t.by[p.certKey]; ok {
 		return rt, nil
 	}
+	cert, err := tls.X509KeyPair([]byte(p.cert.Certificate), []byte(p.cert.PrivateKey))
+	if err != nil {
+		return nil, errors.New("the stored client certificate and key do not form a pair")
+	}
 	ht, ok := t.base.(*http.Transport)
 	if !ok {
 		return nil, errors.New("mutual TLS needs an *http.Transport to add the client certificate to")
@@ -279,7 +280,7 @@ func (t *tlsTransports) get(p *authPlan) (http.RoundTripper, error) {
 	if c.TLSClientConfig == nil {
 		c.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	c.TLSClientConfig.Certificates = []tls.Certificate{*p.cert}
+	c.TLSClientConfig.Certificates = []tls.Certificate{cert}
 	if len(t.by) > 1000 {
 		for _, old := range t.by {
 			if ot, ok := old.(*http.Transport); ok {
