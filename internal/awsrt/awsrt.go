@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/smithy-go/middleware"
 
@@ -234,7 +233,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 
 	var sealer credentials.Sealer
 	if cfg.CredentialsKeyID != "" {
-		sealer = &credentials.KMS{Client: kms.NewFromConfig(ac), KeyID: cfg.CredentialsKeyID}
+		sealer = &credentials.KMS{Client: &credentials.KMSClient{Config: ac}, KeyID: cfg.CredentialsKeyID}
 	}
 	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
 	client := cfg.AgentHTTPClient
