@@ -302,4 +302,28 @@ func TestTokenEndpointRefusal(t *testing.T) {
 	}
 }
 
-var _ = expect.URI
+// TestActivatedOnlyWhenEchoed: an agent that answers without echoing the
+// extension in A2A-Extensions is reported as not having activated it.
+func TestActivatedOnlyWhenEchoed(t *testing.T) {
+	card := rawAgent(t, `{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":"m","role":"ROLE_AGENT","taskId":"t","parts":[{"text":"ok"}]}}}`)
+	out, err := localSender(time.Second).SendLapse(context.Background(), card, testMessage())
+	if err != nil || out.TaskID != "t" || out.Activated {
+		t.Fatalf("SendLapse = %+v, %v; want delivered, not activated", out, err)
+	}
+	for _, version := range []string{"1.0", "0.3"} {
+		agent := a2atest.NewAgent(t, version)
+		out, err := localSender(5*time.Second).SendLapse(context.Background(), parseAgentCard(t, agent), testMessage())
+		if err != nil || !out.Activated {
+			t.Fatalf("%s agent that echoes: %+v, %v", version, out, err)
+		}
+	}
+	header := func(k, v string) http.Header { h := http.Header{}; h.Set(k, v); return h }
+	for _, h := range []http.Header{header("A2A-Extensions", "https://other/x, "+expect.URI), header("X-A2A-Extensions", expect.URI)} {
+		if !echoes(h) {
+			t.Errorf("echoes(%v) = false", h)
+		}
+	}
+	if echoes(header("A2A-Extensions", expect.URI+"/v2")) {
+		t.Error("a longer URI counts as an echo")
+	}
+}
