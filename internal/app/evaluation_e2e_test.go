@@ -4,8 +4,10 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -117,6 +119,36 @@ func (e *testEnv) waitVerification(antID string) anticipate.Verification {
 			e.t.Fatalf("no VERIFY for %s", antID)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// executionEvents reads a plan's execution and its whole chain from GET
+// /v1/executions/{planId}/events, limit events a page (0: the server's
+// default), following nextToken; the execution is the first page's.
+func (e *testEnv) executionEvents(plan string, limit int) (out struct {
+	Execution evaluation.Execution
+	Events    []evaluation.StoredEvent
+}) {
+	e.t.Helper()
+	next := ""
+	for pages := 0; ; pages++ {
+		var page struct {
+			Execution evaluation.Execution
+			Events    []evaluation.StoredEvent
+			NextToken string
+		}
+		e.must(200, e.call("GET", fmt.Sprintf("/v1/executions/%s/events?limit=%d&nextToken=%s", plan, limit, url.QueryEscape(next)), nil)).json(e.t, &page)
+		if pages == 0 {
+			out.Execution = page.Execution
+		}
+		if limit > 0 && len(page.Events) > limit {
+			e.t.Fatalf("a page of %d events; limit %d", len(page.Events), limit)
+		}
+		out.Events = append(out.Events, page.Events...)
+		if page.NextToken == "" {
+			return out
+		}
+		next = page.NextToken
 	}
 }
 
@@ -352,11 +384,9 @@ func scenarioDigestChainRecomputedAndTamperDetected(t *testing.T) {
 	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-c", "plan-c")))
 	runPlan(t, e, "plan-c", 3, nil, allGood())
 	v := e.waitVerification("ant-c")
-	var out struct {
-		Execution evaluation.Execution
-		Events    []evaluation.StoredEvent
-	}
-	e.must(200, e.call("GET", "/v1/executions/plan-c/events", nil)).json(t, &out)
+	out := e.executionEvents("plan-c", 2)
+	hasErrorPath(t, e.must(400, e.call("GET", "/v1/executions/plan-c/events?nextToken=bm90LWEtdG9rZW4", nil)), "nextToken")
+	hasErrorPath(t, e.must(400, e.call("GET", "/v1/executions/plan-c/events?limit=101", nil)), "limit")
 	var raws [][]byte
 	var digests []string
 	for _, ev := range out.Events {

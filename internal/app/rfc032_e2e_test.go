@@ -147,11 +147,7 @@ func scenarioRFC032Emitter(t *testing.T) {
 
 	// Every event comes back as sent (the same JSON value, extra fields
 	// included) and the chain recomputes over it to the VERIFY's head.
-	var out struct {
-		Execution evaluation.Execution
-		Events    []evaluation.StoredEvent
-	}
-	e.must(200, e.call("GET", "/v1/executions/"+plan+"/events", nil)).json(t, &out)
+	out := e.executionEvents(plan, 0)
 	if len(out.Events) != len(sent) {
 		t.Fatalf("%d events stored, %d sent", len(out.Events), len(sent))
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/agentclock/clockwork/internal/store"
 )
 
 // BundlePageSize is how many events one store read of an evidence bundle
@@ -55,21 +53,18 @@ func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*Bund
 }
 
 // EachEvent calls fn with every stored event of a plan in chain order,
-// reading the store BundlePageSize events at a time, and afterPage after
-// each page (nil for none). It stops at, and returns, the first error.
+// reading the store BundlePageSize events at a time (readEvents, the read
+// the events listing pages with too), and afterPage after each page (nil for
+// none). It stops at, and returns, the first error.
 func (s *Service) EachEvent(ctx context.Context, planID string, fn func(StoredEvent) error, afterPage func() error) error {
-	q := store.Query{PK: "PLAN#" + esc(planID), SKPrefix: "EV#", Limit: BundlePageSize}
+	after := ""
 	for {
-		p, err := s.store.Query(ctx, q)
+		evs, next, err := s.readEvents(ctx, planID, BundlePageSize, after)
 		if err != nil {
 			return wrap(err)
 		}
-		for _, it := range p.Items {
-			ev, err := decode[StoredEvent](it)
-			if err != nil {
-				return wrap(err)
-			}
-			if err := fn(*ev); err != nil {
+		for _, ev := range evs {
+			if err := fn(ev.StoredEvent); err != nil {
 				return err
 			}
 		}
@@ -78,9 +73,9 @@ func (s *Service) EachEvent(ctx context.Context, planID string, fn func(StoredEv
 				return err
 			}
 		}
-		if p.Next == "" {
+		if next == "" {
 			return nil
 		}
-		q.After = p.Next
+		after = next
 	}
 }

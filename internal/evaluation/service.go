@@ -475,29 +475,6 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, even
 	return out, nil
 }
 
-// Events returns every stored event of a plan, in chain order.
-func (s *Service) Events(ctx context.Context, planID string) ([]StoredEvent, error) {
-	var out []StoredEvent
-	q := store.Query{PK: "PLAN#" + esc(planID), SKPrefix: "EV#", Limit: 1000}
-	for {
-		p, err := s.store.Query(ctx, q)
-		if err != nil {
-			return nil, wrap(err)
-		}
-		for _, it := range p.Items {
-			ev, err := decode[StoredEvent](it)
-			if err != nil {
-				return nil, wrap(err)
-			}
-			out = append(out, *ev)
-		}
-		if p.Next == "" {
-			return out, nil
-		}
-		q.After = p.Next
-	}
-}
-
 // Execution returns a plan's execution state, or NotFound.
 func (s *Service) Execution(ctx context.Context, planID string) (*Execution, error) {
 	it, err := s.store.Get(ctx, executionKey(planID))

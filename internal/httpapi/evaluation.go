@@ -97,12 +97,25 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if !allowed {
 		return errs.E(errs.Forbidden, "token may not act for the agents of plan %q", ex.PlanID)
 	}
-	evs, err := h.Eval.Events(r.Context(), ex.PlanID)
+	limit, err := queryInt(r, "limit")
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"execution": ex, "events": evs})
+	evs, next, err := h.Eval.EventsPage(r.Context(), ex.PlanID, evaluation.EventsPageRequest{Limit: limit, NextToken: r.URL.Query().Get("nextToken")})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, eventsResponse{Execution: ex, Events: evs, NextToken: next})
 	return nil
+}
+
+// eventsResponse is one page of GET /v1/executions/{planId}/events: the
+// execution state (on every page) and the page's events; NextToken is
+// present when more events follow.
+type eventsResponse struct {
+	Execution *evaluation.Execution    `json:"execution"`
+	Events    []evaluation.StoredEvent `json:"events"`
+	NextToken string                   `json:"nextToken,omitempty"`
 }
 
 func (h *Handler) getVerification(w http.ResponseWriter, r *http.Request) error {

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
+	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/httpapi"
 	"github.com/agentclock/clockwork/internal/watcher"
@@ -91,22 +93,33 @@ func (l *limitEnv) anticipation(id string) *struct{ Sealed bool } {
 	return &r
 }
 
-// events returns the stored events of a plan (nil when it has no
-// execution).
+// events returns the stored events of a plan, every page of them (nil
+// when it has no execution).
 func (l *limitEnv) events(plan string) []json.RawMessage {
 	l.t.Helper()
-	a := l.call(limGet("/v1/executions/" + plan + "/events"))
-	if a.status == http.StatusNotFound {
-		return nil
+	var out []json.RawMessage
+	next := ""
+	for {
+		a := l.call(limGet("/v1/executions/" + plan + "/events?nextToken=" + url.QueryEscape(next)))
+		if a.status == http.StatusNotFound {
+			return nil
+		}
+		if a.status != http.StatusOK {
+			l.t.Fatalf("GET events of %.40s: status %d: %.300s", plan, a.status, a.body)
+		}
+		var r struct {
+			Events    []json.RawMessage
+			NextToken string
+		}
+		if err := json.Unmarshal(a.body, &r); err != nil {
+			l.t.Fatal(err)
+		}
+		out = append(out, r.Events...)
+		if r.NextToken == "" {
+			return out
+		}
+		next = r.NextToken
 	}
-	if a.status != http.StatusOK {
-		l.t.Fatalf("GET events of %.40s: status %d: %.300s", plan, a.status, a.body)
-	}
-	var r struct{ Events []json.RawMessage }
-	if err := json.Unmarshal(a.body, &r); err != nil {
-		l.t.Fatal(err)
-	}
-	return r.Events
 }
 
 // verification waits for the VERIFY of an anticipation and returns it.
@@ -669,6 +682,53 @@ func limitCases() []limitCase {
 					l.t.Errorf("limit=%d: %d records, nextToken %q; want %d and a token (550 exist)", watcher.MaxPageSize, len(page.Records), page.NextToken, watcher.MaxPageSize)
 				}
 				wantLimitProblem(l.t, l.call(limGet(l.agentPath("/expectations?limit=-1"))), 400, "limit", "between 1 and 500", false)
+			},
+		},
+		{
+			name: "events page size",
+			setup: func(l *limitEnv) {
+				l.declare("ant-pages", "plan-pages", nil)
+				for i := 0; i <= evaluation.MaxEventsPage; i++ {
+					l.must(202, limPostJSON("/v1/executions/plan-pages/events", limEvent(fmt.Sprintf("ev-%d", i), "STEP_COMPLETE", nil)))
+				}
+			},
+			past: func(l *limitEnv) limitReq {
+				return limGet(fmt.Sprintf("/v1/executions/plan-pages/events?limit=%d", evaluation.MaxEventsPage+1))
+			},
+			status: 400, field: "limit", msg: "between 1 and 100",
+			at: func(l *limitEnv) limitReq {
+				return limGet(fmt.Sprintf("/v1/executions/plan-pages/events?limit=%d", evaluation.MaxEventsPage))
+			},
+			accepted: func(l *limitEnv) {
+				a := l.must(200, limGet(fmt.Sprintf("/v1/executions/plan-pages/events?limit=%d", evaluation.MaxEventsPage)))
+				var page struct {
+					Execution struct{ Count int }
+					Events    []struct{ Seq int }
+					NextToken string
+				}
+				if err := json.Unmarshal(a.body, &page); err != nil {
+					l.t.Fatal(err)
+				}
+				if len(page.Events) != evaluation.MaxEventsPage || page.NextToken == "" || page.Execution.Count != evaluation.MaxEventsPage+1 {
+					l.t.Fatalf("limit=%d: %d events, nextToken %q, count %d; want %d, a token, %d", evaluation.MaxEventsPage, len(page.Events), page.NextToken, page.Execution.Count, evaluation.MaxEventsPage, evaluation.MaxEventsPage+1)
+				}
+				a = l.must(200, limGet("/v1/executions/plan-pages/events?nextToken="+url.QueryEscape(page.NextToken)))
+				var last struct {
+					Events    []struct{ Seq int }
+					NextToken *string
+				}
+				if err := json.Unmarshal(a.body, &last); err != nil {
+					l.t.Fatal(err)
+				}
+				if len(last.Events) != 1 || last.Events[0].Seq != page.Events[len(page.Events)-1].Seq+1 || last.NextToken != nil {
+					l.t.Errorf("second page: %.300s; want the one last event and no nextToken", a.body)
+				}
+				if got := len(l.events("plan-pages")); got != evaluation.MaxEventsPage+1 {
+					l.t.Errorf("following nextToken: %d events, want %d", got, evaluation.MaxEventsPage+1)
+				}
+				wantLimitProblem(l.t, l.call(limGet("/v1/executions/plan-pages/events?limit=-1")), 400, "limit", "between 1 and 100", false)
+				wantLimitProblem(l.t, l.call(limGet("/v1/executions/plan-pages/events?limit=x")), 400, "limit", "integer", false)
+				wantLimitProblem(l.t, l.call(limGet("/v1/executions/plan-pages/events?nextToken=not-a-token")), 400, "nextToken", "not a token", false)
 			},
 		},
 
