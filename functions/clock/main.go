@@ -1,6 +1,9 @@
-// Command clock is the EventBridge Scheduler target: each invocation is one
-// instant (due, grace end or horizon) of one expectation, evaluated on the
-// watcher's clock.
+// Command clock is the clock function. Its triggers: EventBridge Scheduler
+// (one instant per one-time schedule: due, grace end, horizon or a delivery
+// retry), the timer queue (SQS batches of instants, with partial batch
+// failures), and the recurring sweep schedule ({"action":"sweep"}). Every
+// instant is evaluated on the watcher's clock; one that arrives early is
+// put back on the timer queue for what remains.
 package main
 
 import (
@@ -10,5 +13,5 @@ import (
 )
 
 func main() {
-	lambda.Start(awsrt.MustStart().HandleClock)
+	lambda.Start(awsrt.MustStart().HandleClockEvent)
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
@@ -52,6 +54,7 @@ func run() error {
 	group := flag.String("schedule-group", "clockwork", "AWS mode: EventBridge Scheduler group (created if missing)")
 	clockARN := flag.String("clock-function-arn", "arn:aws:lambda:us-east-1:000000000000:function:clockwork-clock", "AWS mode: Scheduler target")
 	roleARN := flag.String("scheduler-role-arn", "arn:aws:iam::000000000000:role/clockwork-scheduler", "AWS mode: role Scheduler assumes")
+	timerQueue := flag.String("timer-queue", "clockwork-timers", "AWS mode: SQS timer queue of the clock (created if missing, with <name>-dlq); empty: one schedule per instant, whose early fires are lost")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -94,8 +97,20 @@ func run() error {
 			b, _ := json.Marshal(auth.File{Tokens: []auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}}})
 			tokensJSON = string(b)
 		}
+		var queueURL string
+		if *timerQueue != "" {
+			ac, err := awsrt.AWSConfig(context.Background(), awsrt.Config{Endpoint: *awsEndpoint})
+			if err != nil {
+				return err
+			}
+			q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), *timerQueue)
+			if err != nil {
+				return err
+			}
+			queueURL = q.URL
+		}
 		rt, err := awsrt.New(context.Background(), awsrt.Config{
-			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN,
+			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),

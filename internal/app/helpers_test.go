@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -38,12 +40,25 @@ type testEnv struct {
 	srv *httptest.Server
 
 	// AWS mode.
-	aws    bool
-	table  string
-	rt     *awsrt.Runtime
-	local  *awsrt.Local
-	kmsKey string // seals outbound credentials (moto's KMS)
+	aws        bool
+	table      string
+	timerQueue string
+	rt         *awsrt.Runtime
+	local      *awsrt.Local
+	kmsKey     string // seals outbound credentials (moto's KMS)
 }
+
+// The AWS mode runs with Scheduler's one-minute precision scaled down to
+// awsTestPrecision, and its emulated Scheduler fires every schedule early
+// by up to that less a second, late by up to that, a fifth of them twice
+// and one in twenty never (awsrt.FaultsFor); DirectWindow -1 gives every
+// instant far enough ahead a schedule, so that the scenarios go through
+// Scheduler, not only the timer queue. The sweep takes up what is
+// awsTestSweepAfter past due.
+const (
+	awsTestPrecision  = 2 * time.Second
+	awsTestSweepAfter = 2 * time.Second
+)
 
 // backendKind selects the backend startEnv starts ("embedded" or "aws").
 var backendKind = "embedded"
@@ -144,7 +159,19 @@ func (e *testEnv) restartAWS() {
 	if e.cfg.JudgeAPIKey != "" {
 		judgeKeyParam = putJudgeKeyParameter(e.t, e.table, e.cfg.JudgeAPIKey)
 	}
+	if e.timerQueue == "" {
+		ac, err := awsrt.AWSConfig(context.Background(), awsrt.Config{Endpoint: emulatorEndpoint})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), e.table+"-timers")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.timerQueue = q.URL
+	}
 	rt, err := awsrt.New(context.Background(), awsrt.Config{
+		TimerQueueURL: e.timerQueue, SchedulerPrecision: awsTestPrecision, DirectWindow: -1, SweepAfter: awsTestSweepAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
@@ -156,7 +183,10 @@ func (e *testEnv) restartAWS() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults})
+	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{
+		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults,
+		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4,
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
@@ -49,6 +50,23 @@ type Config struct {
 	ClockFunctionARN string // CLOCK_FUNCTION_ARN: the Scheduler target
 	SchedulerRoleARN string // SCHEDULER_ROLE_ARN: the role Scheduler assumes
 	SchedulerDLQARN  string // SCHEDULER_DLQ_ARN: dead letters of the targets
+	// TimerQueueURL (TIMER_QUEUE_URL) is the SQS queue whose consumer is the
+	// clock function: instants go on it with a message timer, so a lapse
+	// lands within seconds of its instant instead of Scheduler's minute
+	// (internal/scheduler, queue.go). Empty: the former design, one
+	// schedule per instant, whose early fires are lost.
+	TimerQueueURL string
+	// SchedulerPrecision is Scheduler's firing precision (default 60 s);
+	// the local AWS mode scales it down, with its emulated Scheduler, so
+	// that tests stay fast.
+	SchedulerPrecision time.Duration
+	// DirectWindow: instants due within it skip Scheduler for the queue
+	// (default 15 min, SQS's longest timer; negative: only those too near
+	// for a schedule).
+	DirectWindow time.Duration
+	// SweepAfter is how long past its time an open instant must be before
+	// the sweep processes it (default DefaultSweepAfter).
+	SweepAfter time.Duration
 	// TokensParameter names an SSM SecureString holding the tokens JSON
 	// (TOKENS_PARAMETER); TokensJSON holds it directly (TOKENS_JSON, for
 	// local runs). Entries should carry tokenSha256, never plain tokens.
@@ -106,6 +124,7 @@ func FromEnv() (Config, error) {
 		JudgeKind:           os.Getenv("JUDGE_KIND"), JudgeModel: os.Getenv("JUDGE_MODEL"),
 		JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), JudgeAPIKeyParameter: os.Getenv("JUDGE_API_KEY_PARAMETER"),
 		CredentialsKeyID: os.Getenv("CREDENTIALS_KEY_ID"),
+		TimerQueueURL:    os.Getenv("TIMER_QUEUE_URL"),
 	}
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
@@ -160,6 +179,7 @@ type Runtime struct {
 	DynamoDB  *dynamodb.Client
 	Streams   *dynamodbstreams.Client
 	Scheduler *awsscheduler.Client
+	SQS       *sqs.Client
 	Store     *dynamo.Store
 	Watcher   *watcher.Service
 	Eval      *evaluation.Service
@@ -196,6 +216,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.DynamoDB = dynamodb.NewFromConfig(ac)
 	r.Streams = dynamodbstreams.NewFromConfig(ac)
 	r.Scheduler = awsscheduler.NewFromConfig(ac)
+	r.SQS = sqs.NewFromConfig(ac)
 	r.Store = dynamo.New(r.DynamoDB, cfg.Table)
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage
@@ -245,6 +266,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
+		SQS: r.SQS, QueueURL: cfg.TimerQueueURL, Precision: cfg.SchedulerPrecision, DirectWindow: cfg.DirectWindow,
 	})
 	r.inline = &inlineOutbox{}
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}

@@ -2,7 +2,6 @@ package awsrt
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -14,16 +13,35 @@ import (
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 )
 
-// HandleClock is the Scheduler target: it evaluates the record of one
-// instant on the watcher's clock. A schedule that fires early, late or twice
+// HandleClock handles one instant: a Scheduler fire, a timer-queue message
+// or an instant whose time had come when it was scheduled. It evaluates the
+// record on the watcher's clock, so an instant that arrives late or twice
 // changes nothing it should not, because Tick decides from the record and
-// the current time, not from the schedule.
+// the current time, not from the event. An instant that arrives early is
+// not dropped: with a timer queue it is put back on the queue for what
+// remains (or, within InlineWait, waited for here); without one (the
+// former design) it is a no-op, and the instant is lost.
 func (r *Runtime) HandleClock(ctx context.Context, in expect.Instant) error {
 	if in.AgentID == "" || in.ExpectationID == "" {
 		// A malformed event can never succeed: log it and drop it rather
 		// than have Scheduler retry it into the dead-letter queue.
 		r.Log.Error("clock event without agentId or expectationId", "event", in)
 		return nil
+	}
+	if r.Clock.HasQueue() && !in.At.IsZero() {
+		wait := in.At.Sub(r.Watcher.Now())
+		if wait > InlineWait {
+			return r.Clock.Rearm(ctx, in)
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
 	}
 	if in.Kind == expect.InstantDeliver {
 		// A failed attempt is recorded on the record; its change schedules
@@ -109,25 +127,4 @@ func (r *Runtime) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (ev
 		}
 	}
 	return resp, nil
-}
-
-// FireDue fires every schedule of the group whose time has come and
-// deletes it: what EventBridge Scheduler does in AWS, for emulators that
-// store schedules but never fire them (LocalStack, moto).
-func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
-	due, err := r.Clock.Due(ctx, now)
-	if err != nil {
-		return 0, fmt.Errorf("list due schedules: %w", err)
-	}
-	n := 0
-	for _, in := range due {
-		if err := r.HandleClock(ctx, in); err != nil {
-			return n, err
-		}
-		if err := r.Clock.Cancel(ctx, []expect.Instant{in}); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
 }

@@ -36,18 +36,27 @@ type LocalOptions struct {
 	// StreamFaults, when set, makes the stream poller deliver as AWS may:
 	// out of order across items, twice, cut off mid-batch (tests).
 	StreamFaults *StreamFaults
+	// SchedulerFaults make the emulated Scheduler fire early, late, twice
+	// or never (zero: once each, on time).
+	SchedulerFaults SchedulerFaults
+	// SweepInterval is how often the sweep runs, as the deployed recurring
+	// schedule does every minute (default one minute; negative: never).
+	SweepInterval time.Duration
 }
 
 // Local runs what AWS runs around the functions, against an emulator:
 // it polls the table's stream into the same change processing as the
-// stream Lambda, and fires the schedules whose time has come through the
+// stream Lambda, fires the schedules whose time has come through the
 // clock Lambda's handler (LocalStack and moto store schedules but never
-// fire them).
+// fire them; SchedulerFaults make it fire as unkindly as Scheduler may),
+// polls the timer queue into the clock handler as the SQS event source
+// mapping does, and runs the sweep as the recurring schedule does.
 type Local struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	reader *dynamo.StreamReader
 	faults *faultyFeed
+	sched  *emulatedScheduler
 }
 
 // StreamFaultCounts returns the faults the stream poller injected so far
@@ -58,6 +67,9 @@ func (l *Local) StreamFaultCounts() StreamFaultCounts {
 	}
 	return l.faults.snapshot()
 }
+
+// SchedulerStats returns what the emulated Scheduler has done so far.
+func (l *Local) SchedulerStats() SchedulerStats { return l.sched.stats.load() }
 
 // StartLocal starts the pollers. Errors: the table or group is missing and
 // Create is off, or the emulator is unreachable.
@@ -98,27 +110,70 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 			_ = feed.Run(ctx, fr, rt, rt.Log)
 		}()
 	}
+	l.sched = newEmulatedScheduler(rt, opt.SchedulerFaults)
+	l.every(ctx, opt.PollInterval, func() error {
+		_, err := l.sched.fire(ctx, rt.Watcher.Now())
+		return err
+	}, rt, "firing due schedules")
+	if rt.Config.TimerQueueURL != "" {
+		poller, err := newQueuePoller(ctx, rt)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for ctx.Err() == nil {
+				n, err := poller.poll(ctx)
+				if err != nil && ctx.Err() == nil {
+					rt.Log.Error("polling the timer queue", "err", err)
+				}
+				if n == 0 || err != nil {
+					sleep(ctx, opt.PollInterval)
+				}
+			}
+		}()
+	}
+	if opt.SweepInterval == 0 {
+		opt.SweepInterval = time.Minute
+	}
+	if opt.SweepInterval > 0 {
+		l.every(ctx, opt.SweepInterval, func() error {
+			_, err := rt.Sweep(ctx)
+			return err
+		}, rt, "sweep")
+	}
+	return l, nil
+}
+
+// every runs fn every interval until ctx ends, logging its errors.
+func (l *Local) every(ctx context.Context, interval time.Duration, fn func() error, rt *Runtime, what string) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		t := time.NewTicker(opt.PollInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				now := time.Now()
-				if rt.Config.Now != nil {
-					now = rt.Config.Now()
-				}
-				if _, err := rt.FireDue(ctx, now); err != nil && !errors.Is(err, context.Canceled) {
-					rt.Log.Error("firing due schedules", "err", err)
+				if err := fn(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+					rt.Log.Error(what, "err", err)
 				}
 			}
 		}
 	}()
-	return l, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // batches reads at most n changes at a time, as an event source mapping

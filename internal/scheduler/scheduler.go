@@ -9,12 +9,21 @@
 // treated as done). Schedules are created with the flexible time window off,
 // ActionAfterCompletion DELETE (Scheduler removes a schedule once it has
 // invoked its target), a retry policy and an SQS dead-letter queue on the
-// target. The at() time is the instant rounded up to the whole second, so a
-// schedule never fires before its instant; Scheduler may fire up to about a
-// minute late, and at least once rather than exactly once. The schedule is
+// target. Scheduler fires with 60 second precision (a schedule set for 1:00
+// runs between 1:00:00 and 1:00:59), at least once rather than exactly
+// once, and a target may see an event late after retries. The schedule is
 // therefore only a wake-up call: the handler decides lapses on the watcher's
 // clock (watcher.Service.Tick), so a schedule that fires late, early or
 // twice changes nothing it should not.
+//
+// With a timer queue (Config.QueueURL, see queue.go) the Clock beats that
+// precision: an instant within Config.DirectWindow goes straight onto the
+// queue with a message timer, and any other gets a schedule set for the
+// precision period before the instant's own, so that even a fire early or
+// late by a whole period comes before the instant; the clock handler then
+// puts the remainder on the queue (Rearm). Without a queue (the former
+// design, kept for comparison) the at() time is the instant rounded up to
+// the second, and an early fire is a no-op that loses the instant.
 //
 // An instant whose time has already come when it is scheduled gets no
 // schedule: Config.Immediate handles it at once.
@@ -45,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 )
 
@@ -122,6 +132,21 @@ type Config struct {
 	// ThrottleBackoff is the first backoff of those rounds; zero means
 	// DefaultThrottleBackoff.
 	ThrottleBackoff time.Duration
+
+	// SQS and QueueURL name the timer queue, a standard SQS queue whose
+	// consumer is the clock handler (queue.go). Empty QueueURL: no queue,
+	// one schedule at each instant (the former design).
+	SQS      *sqs.Client
+	QueueURL string
+	// Precision is Scheduler's firing precision: a schedule set for t fires
+	// in [t, t+Precision). Zero means DefaultPrecision; it is rounded down
+	// to whole seconds and bounded by [time.Second, MaxPrecision]. The
+	// local AWS mode scales it down so that tests stay fast.
+	Precision time.Duration
+	// DirectWindow: an instant due within it goes straight onto the queue.
+	// Zero means MaxQueueDelay; negative means only instants too near for a
+	// schedule before them do.
+	DirectWindow time.Duration
 }
 
 // Clock is the EventBridge Scheduler adapter of the clock port
@@ -165,6 +190,21 @@ func New(client *awsscheduler.Client, cfg Config) *Clock {
 	if cfg.ThrottleBackoff <= 0 {
 		cfg.ThrottleBackoff = DefaultThrottleBackoff
 	}
+	cfg.Precision = cfg.Precision.Truncate(time.Second)
+	switch {
+	case cfg.Precision == 0:
+		cfg.Precision = DefaultPrecision
+	case cfg.Precision < time.Second:
+		cfg.Precision = time.Second
+	case cfg.Precision > MaxPrecision:
+		cfg.Precision = MaxPrecision
+	}
+	switch {
+	case cfg.DirectWindow == 0 || cfg.DirectWindow > MaxQueueDelay:
+		cfg.DirectWindow = MaxQueueDelay
+	case cfg.DirectWindow < 0:
+		cfg.DirectWindow = 0
+	}
 	return &Clock{client: client, cfg: cfg}
 }
 
@@ -184,9 +224,15 @@ const stampLayout = "20060102T150405Z"
 // 0000 to 9999). The name is deterministic, depends on nothing else, and
 // uses only [0-9a-z-TZ]. The readable fire time lets Due skip schedules
 // that are not yet due without reading them.
-func Name(in expect.Instant) string {
+func Name(in expect.Instant) string { return NameAt(in, fireTime(in.At)) }
+
+// NameAt is Name with the given fire time (the schedule's at() time) in
+// place of the instant rounded up to the second: the name of a schedule
+// set for fire. With a timer queue the Clock sets schedules before their
+// instants (see Clock.FireTime).
+func NameAt(in expect.Instant, fire time.Time) string {
 	at := in.At.UTC()
-	prefix := "cw-" + kindInitial(in.Kind) + "-" + fireTime(at).Format(stampLayout) + "-"
+	prefix := "cw-" + kindInitial(in.Kind) + "-" + fire.UTC().Format(stampLayout) + "-"
 	key, _ := json.Marshal([]string{in.AgentID, in.ExpectationID, string(in.Kind), at.Format(time.RFC3339Nano)})
 	sum := sha256.Sum256(key)
 	h := strings.ToLower(nameEncoding.EncodeToString(sum[:]))
@@ -220,9 +266,10 @@ func fireTime(t time.Time) time.Time {
 	return t
 }
 
-// expression returns the at() expression (in Timezone) of an instant.
-func expression(in expect.Instant) string {
-	return "at(" + fireTime(in.At).Format("2006-01-02T15:04:05") + ")"
+// expression returns the at() expression (in Timezone) of a fire time
+// (whole seconds).
+func expression(fire time.Time) string {
+	return "at(" + fire.UTC().Format("2006-01-02T15:04:05") + ")"
 }
 
 // parseExpression returns the time of an at() expression in the named time
@@ -308,8 +355,15 @@ func (c *Clock) immediate(ctx context.Context, in expect.Instant) error {
 
 func (c *Clock) scheduleOne(ctx context.Context, in expect.Instant) error {
 	in.At = in.At.UTC()
-	if !in.At.After(c.cfg.Now()) {
+	now := c.cfg.Now()
+	if !in.At.After(now) {
 		return c.immediate(ctx, in)
+	}
+	fire := c.FireTime(in)
+	if c.cfg.QueueURL != "" && (in.At.Sub(now) <= c.cfg.DirectWindow || fire.Sub(now) < c.cfg.Precision) {
+		// Near enough for a message timer, or too near for a schedule
+		// that fires before the instant.
+		return c.send(ctx, in, now)
 	}
 	if c.cfg.TargetArn == "" || c.cfg.RoleArn == "" {
 		return errors.New("scheduler: Config.TargetArn and Config.RoleArn are required to create schedules")
@@ -330,12 +384,12 @@ func (c *Clock) scheduleOne(ctx context.Context, in expect.Instant) error {
 	if c.cfg.DeadLetterArn != "" {
 		target.DeadLetterConfig = &types.DeadLetterConfig{Arn: aws.String(c.cfg.DeadLetterArn)}
 	}
-	name := Name(in)
+	name := NameAt(in, fire)
 	err = c.call(ctx, func(ctx context.Context) error {
 		_, err := c.client.CreateSchedule(ctx, &awsscheduler.CreateScheduleInput{
 			Name:                       aws.String(name),
 			GroupName:                  aws.String(c.cfg.Group),
-			ScheduleExpression:         aws.String(expression(in)),
+			ScheduleExpression:         aws.String(expression(fire)),
 			ScheduleExpressionTimezone: aws.String(Timezone),
 			FlexibleTimeWindow:         &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
 			ActionAfterCompletion:      types.ActionAfterCompletionDelete,
@@ -348,7 +402,7 @@ func (c *Clock) scheduleOne(ctx context.Context, in expect.Instant) error {
 	switch {
 	case err == nil, errors.As(err, &conflict):
 		return nil
-	case errors.As(err, &invalid) && !fireTime(in.At).After(c.cfg.Now()):
+	case errors.As(err, &invalid) && !fire.After(c.cfg.Now()):
 		// The instant's time came while the schedule was being created.
 		return c.immediate(ctx, in)
 	}
@@ -368,7 +422,7 @@ func (c *Clock) Cancel(ctx context.Context, ins []expect.Instant) error {
 	if err := c.checkGroup(); err != nil {
 		return err
 	}
-	return each(ctx, ins, func(in expect.Instant) error { return c.deleteName(ctx, Name(in)) })
+	return each(ctx, ins, func(in expect.Instant) error { return c.deleteName(ctx, NameAt(in, c.FireTime(in))) })
 }
 
 // Delete deletes the schedule of one instant, as Cancel does: a schedule
@@ -427,25 +481,80 @@ func (c *Clock) CreateGroup(ctx context.Context) error {
 	return fmt.Errorf("scheduler: create schedule group %s: %w", c.cfg.Group, err)
 }
 
+// Fire is one schedule of the group as the local AWS mode's emulated
+// Scheduler sees it: its name, its at() time and the instant it carries.
+type Fire struct {
+	Name    string
+	At      time.Time
+	Instant expect.Instant
+}
+
 // Due returns the instants of the group's enabled schedules whose at() time
-// is not after now, earliest first. It lists the group (ListSchedules,
-// every page) and reads each schedule that may be due (GetSchedule); a
-// schedule whose name shows a fire time after now is not read. Schedules
+// is not after now, earliest instant first. See Schedules.
+func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error) {
+	fires, err := c.Schedules(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]expect.Instant, 0, len(fires))
+	for _, f := range fires {
+		out = append(out, f.Instant)
+	}
+	slices.SortFunc(out, func(a, b expect.Instant) int {
+		if d := a.At.Compare(b.At); d != 0 {
+			return d
+		}
+		return strings.Compare(Name(a), Name(b))
+	})
+	return out, nil
+}
+
+// Schedules returns the group's enabled schedules whose at() time is not
+// after until, earliest at() first. It lists the group (ListSchedules,
+// every page) and reads each schedule that may qualify (GetSchedule); a
+// schedule whose name shows a fire time after until is not read. Schedules
 // that are not this adapter's (an at() expression it cannot parse, a target
-// input that is not an instant, or a name other than Name of that instant)
-// are left out, so that Delete (or Cancel) of a returned instant removes
-// exactly the schedule that produced it.
+// input that is not an instant, or a name other than NameAt of that
+// instant and that at() time) are left out, so that DeleteName of a
+// returned name removes exactly the schedule that produced it.
 //
 // It serves the local AWS mode, whose emulators store schedules but never
 // fire them: the caller hands each instant to the clock handler and then
 // deletes its schedule. It returns an error (wrapping the SDK's) when the
 // group cannot be listed or a schedule cannot be read, or for a missing
 // Group; a schedule deleted between listing and reading is skipped.
-func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error) {
+func (c *Clock) Schedules(ctx context.Context, until time.Time) ([]Fire, error) {
+	names, err := c.ListNames(ctx, until)
+	if err != nil {
+		return nil, err
+	}
+	var out []Fire
+	for _, name := range names {
+		f, ok, err := c.ReadSchedule(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !f.At.After(until) {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b Fire) int {
+		if d := a.At.Compare(b.At); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// ListNames lists the names of the group's enabled schedules that may fire
+// by until: every name but those whose fire time, as the name shows it, is
+// after until. Errors wrap the SDK's, or report a missing Group.
+func (c *Clock) ListNames(ctx context.Context, until time.Time) ([]string, error) {
 	if err := c.checkGroup(); err != nil {
 		return nil, err
 	}
-	now = now.UTC()
+	until = until.UTC()
 	var names []string
 	p := awsscheduler.NewListSchedulesPaginator(c.client, &awsscheduler.ListSchedulesInput{
 		GroupName: aws.String(c.cfg.Group),
@@ -463,48 +572,54 @@ func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error
 		}
 		for _, s := range page.Schedules {
 			name := aws.ToString(s.Name)
-			if t, ok := nameTime(name); ok && t.After(now) {
+			if t, ok := nameTime(name); ok && t.After(until) {
 				continue
 			}
 			names = append(names, name)
 		}
 	}
-	var out []expect.Instant
-	for _, name := range names {
-		var got *awsscheduler.GetScheduleOutput
-		err := c.call(ctx, func(ctx context.Context) error {
-			var err error
-			got, err = c.client.GetSchedule(ctx, &awsscheduler.GetScheduleInput{
-				Name:      aws.String(name),
-				GroupName: aws.String(c.cfg.Group),
-			})
-			return err
+	return names, nil
+}
+
+// ReadSchedule reads one schedule of the group. ok is false when it does
+// not exist or is not this adapter's (see Schedules). Errors wrap the SDK's.
+func (c *Clock) ReadSchedule(ctx context.Context, name string) (f Fire, ok bool, err error) {
+	var got *awsscheduler.GetScheduleOutput
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		got, err = c.client.GetSchedule(ctx, &awsscheduler.GetScheduleInput{
+			Name:      aws.String(name),
+			GroupName: aws.String(c.cfg.Group),
 		})
-		var notFound *types.ResourceNotFoundException
-		if errors.As(err, &notFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: get schedule %s/%s: %w", c.cfg.Group, name, err)
-		}
-		at, ok := parseExpression(aws.ToString(got.ScheduleExpression), aws.ToString(got.ScheduleExpressionTimezone))
-		if !ok || at.After(now) || got.Target == nil {
-			continue
-		}
-		var in expect.Instant
-		if err := json.Unmarshal([]byte(aws.ToString(got.Target.Input)), &in); err != nil || Name(in) != name {
-			continue
-		}
-		in.At = in.At.UTC()
-		out = append(out, in)
-	}
-	slices.SortFunc(out, func(a, b expect.Instant) int {
-		if d := a.At.Compare(b.At); d != 0 {
-			return d
-		}
-		return strings.Compare(Name(a), Name(b))
+		return err
 	})
-	return out, nil
+	var notFound *types.ResourceNotFoundException
+	if errors.As(err, &notFound) {
+		return f, false, nil
+	}
+	if err != nil {
+		return f, false, fmt.Errorf("scheduler: get schedule %s/%s: %w", c.cfg.Group, name, err)
+	}
+	at, ok := parseExpression(aws.ToString(got.ScheduleExpression), aws.ToString(got.ScheduleExpressionTimezone))
+	if !ok || got.Target == nil {
+		return f, false, nil
+	}
+	var in expect.Instant
+	if err := json.Unmarshal([]byte(aws.ToString(got.Target.Input)), &in); err != nil || NameAt(in, at) != name {
+		return f, false, nil
+	}
+	in.At = in.At.UTC()
+	return Fire{Name: name, At: at, Instant: in}, true, nil
+}
+
+// DeleteName deletes one schedule of the group by name, as Cancel does: a
+// schedule that does not exist counts as deleted. The local AWS mode calls
+// it after firing a schedule returned by Schedules.
+func (c *Clock) DeleteName(ctx context.Context, name string) error {
+	if err := c.checkGroup(); err != nil {
+		return err
+	}
+	return c.deleteName(ctx, name)
 }
 
 // nameTime reads the fire time that Name writes into a name.

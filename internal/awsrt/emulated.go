@@ -1,0 +1,248 @@
+package awsrt
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/agentclock/clockwork/internal/scheduler"
+)
+
+// SchedulerFaults make the local AWS mode's emulated Scheduler as unkind as
+// EventBridge Scheduler may be: each one-time schedule fires anywhere from
+// Early before to Late after its at() time, some fire twice, some never
+// (their event dead-lettered). The zero value fires each schedule once, at
+// its time.
+type SchedulerFaults struct {
+	// Early and Late bound the fire time around the schedule's at() time.
+	// Scheduler's documented window is [at, at+59s]; a fault campaign uses
+	// Early = precision - 1s and Late = precision, wider on both sides.
+	Early, Late time.Duration
+	// Twice is the fraction of schedules that fire a second time, later in
+	// the same window.
+	Twice float64
+	// Drop is the fraction of schedules that never reach the target (their
+	// event goes to the dead-letter queue).
+	Drop float64
+	// Seed makes the draws reproducible (0: random).
+	Seed uint64
+}
+
+// FaultsFor returns the fault campaign for a Scheduler of precision p:
+// early by up to p-1s, late by up to p, a fifth of the schedules twice and
+// one in twenty dropped.
+func FaultsFor(p time.Duration) SchedulerFaults {
+	return SchedulerFaults{Early: p - time.Second, Late: p, Twice: 0.2, Drop: 0.05}
+}
+
+// emulatedScheduler fires the schedules of the group through the clock
+// handler, as EventBridge Scheduler does in AWS, for emulators that store
+// schedules but never fire them (LocalStack, moto), with the faults asked
+// for.
+type emulatedScheduler struct {
+	rt     *Runtime
+	faults SchedulerFaults
+	rng    *rand.Rand
+	// plans are the fire times drawn for each schedule seen, by name.
+	plans map[string]*firePlan
+	stats atomicStats
+}
+
+// SchedulerStats counts what the emulated Scheduler did.
+type SchedulerStats struct {
+	// Fired counts invocations of the clock handler; Schedules the
+	// schedules fired at least once; Dropped those never fired (their
+	// event dead-lettered).
+	Fired, Schedules, Dropped int64
+}
+
+type atomicStats struct{ fired, schedules, dropped atomic.Int64 }
+
+func (s *atomicStats) load() SchedulerStats {
+	return SchedulerStats{Fired: s.fired.Load(), Schedules: s.schedules.Load(), Dropped: s.dropped.Load()}
+}
+
+// firePlan is what the emulated Scheduler does with one schedule: the fire
+// times left, and how many it has made. A schedule's name stands for its
+// content (the instant and the at() time), so it is read once.
+type firePlan struct {
+	fire  scheduler.Fire
+	ok    bool
+	left  []time.Time
+	fired int
+}
+
+func newEmulatedScheduler(rt *Runtime, f SchedulerFaults) *emulatedScheduler {
+	seed := f.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	return &emulatedScheduler{rt: rt, faults: f, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), plans: map[string]*firePlan{}}
+}
+
+func (e *emulatedScheduler) uniform(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(e.rng.Int64N(int64(hi-lo)+1))
+}
+
+// plan draws the fire times of a schedule set for at.
+func (e *emulatedScheduler) plan(at time.Time) []time.Time {
+	f := e.faults
+	if f.Drop > 0 && e.rng.Float64() < f.Drop {
+		return nil
+	}
+	first := at.Add(e.uniform(-f.Early, f.Late))
+	fires := []time.Time{first}
+	if f.Twice > 0 && e.rng.Float64() < f.Twice {
+		fires = append(fires, first.Add(e.uniform(0, at.Add(f.Late).Sub(first))))
+	}
+	return fires
+}
+
+// fire fires every planned fire whose time has come, and deletes each
+// schedule after its last fire (ActionAfterCompletion DELETE) or, when
+// dropped, once its window is over. It returns how many fires it made.
+func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error) {
+	names, err := e.rt.Clock.ListNames(ctx, now.Add(e.faults.Early))
+	if err != nil {
+		return 0, fmt.Errorf("list due schedules: %w", err)
+	}
+	seen := make(map[string]bool, len(names))
+	n := 0
+	for _, name := range names {
+		seen[name] = true
+		p, ok := e.plans[name]
+		if !ok {
+			f, ok, err := e.rt.Clock.ReadSchedule(ctx, name)
+			if err != nil {
+				return n, err
+			}
+			p = &firePlan{fire: f, ok: ok}
+			if ok {
+				p.left = e.plan(f.At)
+			}
+			e.plans[name] = p
+		}
+		if !p.ok || p.fire.At.After(now.Add(e.faults.Early)) {
+			continue // not ours, or its window has not opened
+		}
+		s := p.fire
+		for len(p.left) > 0 && !p.left[0].After(now) {
+			if err := e.rt.HandleClock(ctx, s.Instant); err != nil {
+				// Scheduler retries a failed invocation: fire again on
+				// the next poll.
+				return n, err
+			}
+			n++
+			e.stats.fired.Add(1)
+			if p.fired == 0 {
+				e.stats.schedules.Add(1)
+			}
+			p.fired++
+			p.left = p.left[1:]
+		}
+		// Deleted after its last fire, or, when dropped, once its window
+		// is over (its event went to the dead-letter queue).
+		if len(p.left) == 0 && (p.fired > 0 || !s.At.Add(e.faults.Late).After(now)) {
+			if err := e.rt.Clock.DeleteName(ctx, s.Name); err != nil {
+				return n, err
+			}
+			if p.fired == 0 {
+				e.stats.dropped.Add(1)
+			}
+			delete(e.plans, s.Name)
+		}
+	}
+	// Schedules deleted by someone else (cancelled) are forgotten.
+	for name := range e.plans {
+		if !seen[name] {
+			delete(e.plans, name)
+		}
+	}
+	return n, nil
+}
+
+// FireDue fires, once each and without faults, every schedule of the group
+// whose time has come and deletes it: what EventBridge Scheduler does in
+// AWS, for emulators that store schedules but never fire them (LocalStack,
+// moto).
+func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
+	return newEmulatedScheduler(r, SchedulerFaults{}).fire(ctx, now)
+}
+
+// queuePoller feeds the timer queue to the clock handler as Lambda's SQS
+// event source mapping does: batches of up to 10 messages as an SQS event,
+// deleting the messages not reported in batchItemFailures; a reported one
+// becomes visible again after the visibility timeout. It short-polls
+// (WaitTimeSeconds 0): the test emulator serves one request at a time.
+type queuePoller struct {
+	rt  *Runtime
+	arn string
+}
+
+func newQueuePoller(ctx context.Context, rt *Runtime) (*queuePoller, error) {
+	got, err := rt.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(rt.Config.TimerQueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("timer queue %s: %w", rt.Config.TimerQueueURL, err)
+	}
+	return &queuePoller{rt: rt, arn: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
+}
+
+// poll receives and handles one batch; it returns the number of messages
+// received.
+func (p *queuePoller) poll(ctx context.Context) (int, error) {
+	url := aws.String(p.rt.Config.TimerQueueURL)
+	out, err := p.rt.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 30,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil || len(out.Messages) == 0 {
+		return 0, err
+	}
+	ev := events.SQSEvent{}
+	receipts := map[string]string{}
+	for _, m := range out.Messages {
+		id := aws.ToString(m.MessageId)
+		receipts[id] = aws.ToString(m.ReceiptHandle)
+		sum := md5.Sum([]byte(aws.ToString(m.Body)))
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: id, ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+			Md5OfBody: hex.EncodeToString(sum[:]), Attributes: m.Attributes,
+			MessageAttributes: map[string]events.SQSMessageAttribute{},
+			EventSource:       "aws:sqs", EventSourceARN: p.arn, AWSRegion: "us-east-1",
+		})
+	}
+	resp, err := p.rt.HandleTimerQueue(ctx, ev)
+	if err != nil {
+		return len(out.Messages), err // the whole batch comes back
+	}
+	for _, f := range resp.BatchItemFailures {
+		delete(receipts, f.ItemIdentifier)
+	}
+	var entries []sqstypes.DeleteMessageBatchRequestEntry
+	i := 0
+	for _, h := range receipts {
+		entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)})
+		i++
+	}
+	if len(entries) > 0 {
+		if _, err := p.rt.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: url, Entries: entries}); err != nil {
+			return len(out.Messages), fmt.Errorf("delete timer messages: %w", err)
+		}
+	}
+	return len(out.Messages), nil
+}

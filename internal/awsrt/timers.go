@@ -1,0 +1,278 @@
+package awsrt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// InlineWait is the longest the clock handler waits in place for an instant
+// that arrived early, instead of putting it back on the timer queue (whose
+// message timers count whole seconds).
+const InlineWait = time.Second
+
+// DefaultSweepAfter is how long past its time an open instant, or a lapse
+// delivery past its next attempt, must be before the sweep takes it up:
+// long enough that the normal path (schedule or timer message, within a
+// second or two) has had its turn, so the sweep rarely duplicates work.
+const DefaultSweepAfter = time.Minute
+
+// MaxSweepRecords bounds the records one sweep processes, so that a run
+// fits the clock function's timeout; the next run (a minute later) goes on.
+const MaxSweepRecords = 2000
+
+// SweepEvent is the input of the recurring sweep schedule:
+// {"action":"sweep"}.
+type SweepEvent struct {
+	Action string `json:"action"`
+}
+
+// SweepAction is SweepEvent.Action of a sweep.
+const SweepAction = "sweep"
+
+// HandleClockEvent is the clock function's handler. The function has three
+// triggers, told apart by the event's shape: a timer-queue batch (an SQS
+// event, answered with its partial batch failures), the recurring sweep
+// ({"action":"sweep"}), and an instant (a Scheduler fire). An error makes
+// the invoker retry the whole event.
+func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (any, error) {
+	var probe struct {
+		Records []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
+		Action string `json:"action"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		r.Log.Error("clock event is not a JSON object", "err", err)
+		return nil, nil
+	}
+	switch {
+	case len(probe.Records) > 0 && probe.Records[0].EventSource == "aws:sqs":
+		var ev events.SQSEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("decode SQS event: %w", err)
+		}
+		return r.HandleTimerQueue(ctx, ev)
+	case probe.Action == SweepAction:
+		res, err := r.Sweep(ctx)
+		r.Log.Info("sweep", "ticked", res.Ticked, "deliveries", res.Deliveries, "truncated", res.Truncated, "err", err)
+		return res, err
+	case probe.Action != "":
+		r.Log.Error("clock event with an unknown action", "action", probe.Action)
+		return nil, nil
+	}
+	var in expect.Instant
+	if err := json.Unmarshal(raw, &in); err != nil {
+		r.Log.Error("clock event is not an instant", "err", err)
+		return nil, nil
+	}
+	return nil, r.HandleClock(ctx, in)
+}
+
+// HandleTimerQueue handles a batch of the timer queue, as Lambda's SQS event
+// source mapping delivers it: each message body is one instant, handled by
+// HandleClock (the records of a batch concurrently). A message that fails is
+// reported in batchItemFailures by its messageId, so that only it comes
+// back (after the queue's visibility timeout; after maxReceiveCount it goes
+// to the queue's dead-letter queue, and the sweep still finds the instant).
+// A body that is not an instant is logged and dropped: it can never
+// succeed.
+func (r *Runtime) HandleTimerQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var (
+		resp events.SQSEventResponse
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	for _, m := range ev.Records {
+		var in expect.Instant
+		dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
+		if err := dec.Decode(&in); err != nil || in.AgentID == "" || in.ExpectationID == "" {
+			r.Log.Error("timer message is not an instant", "messageId", m.MessageId, "err", err)
+			continue
+		}
+		wg.Add(1)
+		go func(id string, in expect.Instant) {
+			defer wg.Done()
+			if err := r.HandleClock(ctx, in); err != nil {
+				r.Log.Error("timer message failed", "messageId", id, "agent", in.AgentID, "expectation", in.ExpectationID, "err", err)
+				mu.Lock()
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+				mu.Unlock()
+			}
+		}(m.MessageId, in)
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// SweepResult counts what one sweep did.
+type SweepResult struct {
+	// Ticked is the number of open expectations with an instant past due
+	// that were evaluated.
+	Ticked int `json:"ticked"`
+	// Deliveries is the number of lapse deliveries past their next attempt
+	// that were handed to the timer queue (or attempted, without one).
+	Deliveries int `json:"deliveries"`
+	// Truncated is set when MaxSweepRecords was reached.
+	Truncated bool `json:"truncated"`
+}
+
+// Sweep is the safety net under the schedules and the timer queue: it
+// processes what is past due by more than Config.SweepAfter and that
+// nothing processed (a fire or message dead-lettered, an instant lost by
+// any path). It reads the open-instant index (gsi5 OPEN shards, ordered by
+// each record's next instant) up to the cutoff and evaluates those records
+// on the watcher's clock (TickMany: idempotent, as every path is); and it
+// reads the outbox partition for lapses whose next delivery attempt is past
+// the cutoff and puts them on the timer queue. At most MaxSweepRecords
+// records per run. The index may lag the table (a GSI): what it has not
+// shown yet, the next run finds.
+func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	after := r.Config.SweepAfter
+	if after <= 0 {
+		after = DefaultSweepAfter
+	}
+	now := r.Watcher.Now()
+	cutoff := now.Add(-after)
+	// Index sort keys start with the time in RFC 3339, fixed width up to
+	// the seconds: everything strictly before the cutoff's second sorts at
+	// or below that prefix.
+	upTo := cutoff.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05")
+	budget := MaxSweepRecords
+	var ticks []expect.Instant
+	for shard := range watcher.OpenShards {
+		recs, more, err := r.indexed(ctx, fmt.Sprintf("OPEN#%02d", shard), upTo, budget)
+		if err != nil {
+			return res, err
+		}
+		budget -= len(recs)
+		res.Truncated = res.Truncated || more
+		for _, rec := range recs {
+			for _, in := range expect.Instants(rec) {
+				if !in.At.After(now) {
+					ticks = append(ticks, in)
+				}
+			}
+			res.Ticked++
+		}
+		if budget <= 0 {
+			break
+		}
+	}
+	if err := r.Watcher.TickMany(ctx, ticks); err != nil {
+		return res, err
+	}
+	if budget <= 0 {
+		return res, nil
+	}
+	recs, more, err := r.indexed(ctx, watcher.OutboxPK, upTo, budget)
+	if err != nil {
+		return res, err
+	}
+	res.Truncated = res.Truncated || more
+	var deliver []expect.Instant
+	for _, rec := range recs {
+		if !watcher.PendingDelivery(rec) {
+			continue
+		}
+		if next, err := expect.ParseTime(rec.Delivery.NextAttemptAt); err == nil && next.After(cutoff) {
+			continue // its retry is scheduled and not late yet
+		}
+		deliver = append(deliver, expect.Instant{AgentID: rec.AgentID, ExpectationID: rec.Expectation.ExpectationID, Kind: expect.InstantDeliver, At: now})
+	}
+	res.Deliveries = len(deliver)
+	if !r.Clock.HasQueue() {
+		for _, in := range deliver {
+			r.Outbox.Attempt(ctx, in.AgentID, in.ExpectationID)
+		}
+		return res, nil
+	}
+	return res, r.Clock.Enqueue(ctx, deliver)
+}
+
+// indexed reads up to limit records of one gsi5 partition whose sort key is
+// at or below upTo, and reports whether more were left.
+func (r *Runtime) indexed(ctx context.Context, pk, upTo string, limit int) ([]*expect.Record, bool, error) {
+	var out []*expect.Record
+	q := store.Query{Index: store.GSI5, PK: pk, SKUpTo: upTo, Limit: min(limit, store.MaxLimit)}
+	for {
+		p, err := r.Store.Query(ctx, q)
+		if err != nil {
+			return nil, false, fmt.Errorf("sweep %s: %w", pk, err)
+		}
+		for _, it := range p.Items {
+			rec, err := watcher.DecodeRecord(it)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, rec)
+		}
+		if p.Next == "" {
+			return out, false, nil
+		}
+		if len(out) >= limit {
+			return out, true, nil
+		}
+		q.After = p.Next
+		q.Limit = min(limit-len(out), store.MaxLimit)
+	}
+}
+
+// TimerQueue names the timer queue and its dead-letter queue.
+type TimerQueue struct {
+	URL, ARN       string
+	DLQURL, DLQARN string
+}
+
+// TimerQueueMaxReceives is the timer queue's maxReceiveCount: a message the
+// clock handler failed this many times goes to the dead-letter queue (the
+// sweep still finds its instant).
+const TimerQueueMaxReceives = 5
+
+// CreateTimerQueue creates the timer queue (a standard queue, SSE with
+// SQS-managed keys) and its dead-letter queue, named name and name-dlq,
+// unless they exist, and returns their URLs and ARNs. Deployments create
+// them with the stack; the local AWS mode and tests call this. Errors wrap
+// SQS's.
+func CreateTimerQueue(ctx context.Context, client *sqs.Client, name string) (TimerQueue, error) {
+	var q TimerQueue
+	create := func(name string, attrs map[string]string) (string, string, error) {
+		attrs[string(sqstypes.QueueAttributeNameSqsManagedSseEnabled)] = "true"
+		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			return "", "", fmt.Errorf("create queue %s: %w", name, err)
+		}
+		got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+		})
+		if err != nil {
+			return "", "", fmt.Errorf("queue %s: %w", name, err)
+		}
+		arn := got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+		if arn == "" {
+			return "", "", errors.New("queue " + name + " has no ARN")
+		}
+		return aws.ToString(out.QueueUrl), arn, nil
+	}
+	var err error
+	if q.DLQURL, q.DLQARN, err = create(name+"-dlq", map[string]string{"MessageRetentionPeriod": "1209600"}); err != nil {
+		return q, err
+	}
+	redrive, _ := json.Marshal(map[string]any{"deadLetterTargetArn": q.DLQARN, "maxReceiveCount": TimerQueueMaxReceives})
+	q.URL, q.ARN, err = create(name, map[string]string{"RedrivePolicy": string(redrive), "VisibilityTimeout": "60"})
+	return q, err
+}
