@@ -54,7 +54,9 @@ func run() error {
 	group := flag.String("schedule-group", "clockwork", "AWS mode: EventBridge Scheduler group (created if missing)")
 	clockARN := flag.String("clock-function-arn", "arn:aws:lambda:us-east-1:000000000000:function:clockwork-clock", "AWS mode: Scheduler target")
 	roleARN := flag.String("scheduler-role-arn", "arn:aws:iam::000000000000:role/clockwork-scheduler", "AWS mode: role Scheduler assumes")
-	timerQueue := flag.String("timer-queue", "clockwork-timers", "AWS mode: SQS timer queue of the clock (created if missing, with <name>-dlq); empty: one schedule per instant, whose early fires are lost")
+	timerQueue := flag.String("timer-queue", "", `AWS mode: SQS timer queue of the clock (default <table>-timers; created if missing, with <name>-dlq); "off": one schedule per instant, whose early fires are lost`)
+	precision := flag.Duration("scheduler-precision", 60*time.Second, "AWS mode: the Scheduler firing precision the clock plans for and the emulated Scheduler has")
+	schedulerFaults := flag.Bool("scheduler-faults", false, "AWS mode: the emulated Scheduler fires each schedule anywhere from precision-1s early to precision late, a fifth twice, one in twenty never")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -98,7 +100,10 @@ func run() error {
 			tokensJSON = string(b)
 		}
 		var queueURL string
-		if *timerQueue != "" {
+		if *timerQueue == "" {
+			*timerQueue = *table + "-timers"
+		}
+		if *timerQueue != "off" {
 			ac, err := awsrt.AWSConfig(context.Background(), awsrt.Config{Endpoint: *awsEndpoint})
 			if err != nil {
 				return err
@@ -110,7 +115,7 @@ func run() error {
 			queueURL = q.URL
 		}
 		rt, err := awsrt.New(context.Background(), awsrt.Config{
-			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL,
+			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
@@ -129,6 +134,9 @@ func run() error {
 		opts := awsrt.LocalOptions{Create: true, Checkpoint: checkpoint}
 		if *streamFaults {
 			opts.StreamFaults = &awsrt.StreamFaults{Reorder: true, Duplicate: 0.1, Cut: 0.1}
+		}
+		if *schedulerFaults {
+			opts.SchedulerFaults = awsrt.FaultsFor(*precision)
 		}
 		local, err := awsrt.StartLocal(rt, opts)
 		if err != nil {

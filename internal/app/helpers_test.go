@@ -51,10 +51,10 @@ type testEnv struct {
 // The AWS mode runs with Scheduler's one-minute precision scaled down to
 // awsTestPrecision, and its emulated Scheduler fires every schedule early
 // by up to that less a second, late by up to that, a fifth of them twice
-// and one in twenty never (awsrt.FaultsFor); DirectWindow -1 gives every
-// instant far enough ahead a schedule, so that the scenarios go through
-// Scheduler, not only the timer queue. The sweep takes up what is
-// awsTestSweepAfter past due.
+// and one in twenty never (awsrt.FaultsFor). An instant at least three
+// periods (6 s) ahead gets a schedule, a nearer one goes straight on the
+// timer queue, so the scenarios go through both. The sweep takes up what
+// is awsTestSweepAfter past due.
 const (
 	awsTestPrecision  = 2 * time.Second
 	awsTestSweepAfter = 2 * time.Second
@@ -171,7 +171,7 @@ func (e *testEnv) restartAWS() {
 		e.timerQueue = q.URL
 	}
 	rt, err := awsrt.New(context.Background(), awsrt.Config{
-		TimerQueueURL: e.timerQueue, SchedulerPrecision: awsTestPrecision, DirectWindow: -1, SweepAfter: awsTestSweepAfter,
+		TimerQueueURL: e.timerQueue, SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,

@@ -47,6 +47,7 @@ var scenarios = []struct {
 	{"RaceWithdrawVersusLapse", scenarioRaceWithdrawVersusLapse},
 	{"AgentRequiresBearer", scenarioAgentRequiresBearer},
 	{"AgentRequiresOAuthAndMTLS", scenarioAgentRequiresOAuthAndMTLS},
+	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

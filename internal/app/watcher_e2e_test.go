@@ -592,3 +592,59 @@ func scenarioOutboundGuardRefusesLoopbackAgents(t *testing.T) {
 		t.Fatalf("the guard let %d requests reach a loopback agent", n)
 	}
 }
+
+// scenarioInstantsSurviveAnUnkindClock raises expectations whose instants
+// fall 6 to 10 s ahead (far enough for the AWS mode to give them schedules,
+// which its emulated Scheduler fires early, late, twice or never) and some
+// nearer (straight on the timer queue there), with and without grace and
+// horizon: each lapses, never before its instant, and its agent gets one
+// lapse task per lapse (duplicates carry the same messageId).
+func scenarioInstantsSurviveAnUnkindClock(t *testing.T) {
+	e := startEnv(t)
+	ag := register(t, e, "1.0")
+	type want struct {
+		kind expect.LapseKind
+		at   time.Time
+	}
+	wants := map[string]want{}
+	var list []map[string]any
+	start := time.Now()
+	for i := range 12 {
+		id := fmt.Sprintf("unkind-%02d", i)
+		due := start.Add(time.Duration(1000+750*i) * time.Millisecond)
+		m := payment(id, expect.FormatTime(due))
+		w := want{expect.Overdue, due}
+		switch i % 3 {
+		case 1:
+			m["grace"] = "PT1.5S"
+			w.at = due.Add(1500 * time.Millisecond)
+		case 2:
+			h := due.Add(-500 * time.Millisecond)
+			m["grace"], m["horizon"] = "PT1H", expect.FormatTime(h)
+			w = want{expect.Stalled, h}
+		}
+		wants[id] = w
+		list = append(list, m)
+	}
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(list...)))
+	for id, w := range wants {
+		rec := e.waitRecord(agentID, id, func(r *expect.Record) bool { return r.State != expect.StateOpen && r.LapseTaskID != "" })
+		if rec.State != expect.StateLapsed || rec.Lapse.Lapse != w.kind {
+			t.Fatalf("%s: %s %+v, want lapsed %s", id, rec.State, rec.Lapse, w.kind)
+		}
+		at, err := expect.ParseTime(rec.Lapse.LapsedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.Before(w.at) {
+			t.Errorf("%s lapsed at %s, before its instant %s", id, rec.Lapse.LapsedAt, expect.FormatTime(w.at))
+		}
+	}
+	ids := map[string]bool{}
+	for _, r := range ag.Received() {
+		ids[r.MessageID] = true
+	}
+	if len(ids) != len(wants) {
+		t.Errorf("%d distinct lapse messageIds, want %d (one per lapse)", len(ids), len(wants))
+	}
+}

@@ -61,8 +61,8 @@ type Config struct {
 	// that tests stay fast.
 	SchedulerPrecision time.Duration
 	// DirectWindow: instants due within it skip Scheduler for the queue
-	// (default 15 min, SQS's longest timer; negative: only those too near
-	// for a schedule).
+	// (at most 15 min, SQS's longest timer; default none: only those too
+	// near for a schedule before them do).
 	DirectWindow time.Duration
 	// SweepAfter is how long past its time an open instant must be before
 	// the sweep processes it (default DefaultSweepAfter).

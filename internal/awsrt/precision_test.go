@@ -42,7 +42,7 @@ func startPrecision(t *testing.T, p time.Duration, faults SchedulerFaults, queue
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",
 		TokensJSON:       `{"tokens":[{"token":"t","principal":"p","scopes":["agents:write","expectations:write","facts:write","read"],"agents":["*"]}]}`,
 		Endpoint:         endpoint, AllowPrivateAgents: true,
-		SchedulerPrecision: p, DirectWindow: -1, SweepAfter: p,
+		SchedulerPrecision: p, SweepAfter: p,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
 	if os.Getenv("CLOCKWORK_TEST_LOG") != "" {
@@ -200,8 +200,8 @@ func TestLapseLateness(t *testing.T) {
 			t.Parallel()
 			e := startPrecision(t, p, faults, design == "after")
 			late, lost := e.lateness(t, n, lead, spread, wait)
-			t.Logf("%s (precision %s, %d expectations, fires early by up to %s, late by up to %s, %.0f%% twice): lost %d; lateness p50 %s, p99 %s, max %s",
-				design, p, n, faults.Early, faults.Late, faults.Twice*100, lost,
+			t.Logf("%s (precision %s, %d expectations, fires early by up to %s, late by up to %s, %.0f%% twice; emulated Scheduler %+v): lost %d; lateness p50 %s, p99 %s, max %s",
+				design, p, n, faults.Early, faults.Late, faults.Twice*100, e.local.SchedulerStats(), lost,
 				quantile(late, 0.5).Round(time.Millisecond), quantile(late, 0.99).Round(time.Millisecond), quantile(late, 1).Round(time.Millisecond))
 			switch design {
 			case "after":

@@ -21,9 +21,10 @@ import (
 // deletes itself; it may also fire up to a minute after it. So, with a
 // queue:
 //
-//   - An instant due within DirectWindow (at most MaxQueueDelay, SQS's
-//     longest message timer) is sent straight to the queue with
-//     DelaySeconds = the time left, rounded up to the second.
+//   - An instant too near for a schedule that fires before it (less than
+//     three precision periods away), or due within DirectWindow (at most
+//     MaxQueueDelay, SQS's longest message timer), is sent straight to the
+//     queue with DelaySeconds = the time left, rounded up to the second.
 //   - Any other instant gets a schedule set for the start of the precision
 //     period before the instant's own (FireTime): it fires at least a whole
 //     period early by Scheduler's contract, and still before the instant

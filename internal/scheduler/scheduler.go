@@ -17,9 +17,10 @@
 // twice changes nothing it should not.
 //
 // With a timer queue (Config.QueueURL, see queue.go) the Clock beats that
-// precision: an instant within Config.DirectWindow goes straight onto the
-// queue with a message timer, and any other gets a schedule set for the
-// precision period before the instant's own, so that even a fire early or
+// precision: an instant too near for a schedule (or within
+// Config.DirectWindow) goes straight onto the queue with a message timer,
+// and any other gets a schedule set for the precision period before the
+// instant's own, so that even a fire early or
 // late by a whole period comes before the instant; the clock handler then
 // puts the remainder on the queue (Rearm). Without a queue (the former
 // design, kept for comparison) the at() time is the instant rounded up to
@@ -143,9 +144,11 @@ type Config struct {
 	// to whole seconds and bounded by [time.Second, MaxPrecision]. The
 	// local AWS mode scales it down so that tests stay fast.
 	Precision time.Duration
-	// DirectWindow: an instant due within it goes straight onto the queue.
-	// Zero means MaxQueueDelay; negative means only instants too near for a
-	// schedule before them do.
+	// DirectWindow: an instant due within it goes straight onto the queue
+	// (at most MaxQueueDelay). Zero or negative: only instants too near for
+	// a schedule that fires before them do; the others get a schedule,
+	// which is deleted for free when the expectation closes first, where a
+	// message, once sent, arrives and costs an invocation.
 	DirectWindow time.Duration
 }
 
@@ -199,12 +202,7 @@ func New(client *awsscheduler.Client, cfg Config) *Clock {
 	case cfg.Precision > MaxPrecision:
 		cfg.Precision = MaxPrecision
 	}
-	switch {
-	case cfg.DirectWindow == 0 || cfg.DirectWindow > MaxQueueDelay:
-		cfg.DirectWindow = MaxQueueDelay
-	case cfg.DirectWindow < 0:
-		cfg.DirectWindow = 0
-	}
+	cfg.DirectWindow = min(max(cfg.DirectWindow, 0), MaxQueueDelay)
 	return &Clock{client: client, cfg: cfg}
 }
 
