@@ -103,6 +103,20 @@ var TableActions = []string{
 	"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
 }
 
+// Timer queue settings: the clock function consumes it in batches of
+// TimerBatchSize, reporting failed messages; a message is visible again
+// after TimerVisibilityS (six times the clock function's timeout, as Lambda
+// advises for an SQS event source) and goes to the timer DLQ after
+// TimerMaxReceives receives. SweepExpression is the sweep schedule.
+const (
+	TimerBatchSize    = 10
+	TimerVisibilityS  = 6 * ClockTimeoutS
+	TimerMaxReceives  = 5
+	SweepExpression   = "rate(1 minute)"
+	SweepInput        = `{"action":"sweep"}`
+	SweepMaxEventAgeS = 60 // a sweep that cannot run within a minute is replaced by the next one
+)
+
 // SchedulerActions are what the stream function does to the schedules of
 // its group.
 var SchedulerActions = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
@@ -128,6 +142,8 @@ type Stack struct {
 	SchedulerRole         awsiam.Role
 	SchedulerDLQ          awssqs.Queue
 	StreamFailureQueue    awssqs.Queue
+	TimerQueue, TimerDLQ  awssqs.Queue
+	SweepSchedule         awsscheduler.CfnSchedule
 	AlarmTopic            awssns.Topic
 	Alarms                []awscloudwatch.Alarm
 	APIOutput, TableOuput awscdk.CfnOutput
@@ -214,16 +230,29 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// dead-letter queue) instants whose asynchronous invocation failed after
 	// Lambda's retries; every message is one instant, replayable as is.
 	// The stream's: batches the stream function gave up on.
-	queue := func(id, name string) awssqs.Queue {
-		return awssqs.NewQueue(stack, s(id), &awssqs.QueueProps{
+	queue := func(id, name string, extra ...func(*awssqs.QueueProps)) awssqs.Queue {
+		p := &awssqs.QueueProps{
 			QueueName:       s(cfg.Name + "-" + name),
 			RetentionPeriod: awscdk.Duration_Days(n(14)),
 			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL:      b(true),
-		})
+		}
+		for _, f := range extra {
+			f(p)
+		}
+		return awssqs.NewQueue(stack, s(id), p)
 	}
 	st.SchedulerDLQ = queue("SchedulerDlq", "scheduler-dlq")
 	st.StreamFailureQueue = queue("StreamFailureQueue", "stream-failures")
+	// The timer queue: instants with a message timer (DelaySeconds, at
+	// most 15 min), consumed by the clock function; what it fails
+	// TimerMaxReceives times waits in the timer DLQ (the sweep processes
+	// the instant anyway).
+	st.TimerDLQ = queue("TimerDlq", "timers-dlq")
+	st.TimerQueue = queue("TimerQueue", "timers", func(p *awssqs.QueueProps) {
+		p.VisibilityTimeout = awscdk.Duration_Seconds(n(TimerVisibilityS))
+		p.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: st.TimerDLQ, MaxReceiveCount: n(TimerMaxReceives)}
+	})
 
 	// The schedule group holds one one-time schedule per instant.
 	st.ScheduleGroup = awsscheduler.NewScheduleGroup(stack, s("ScheduleGroup"), &awsscheduler.ScheduleGroupProps{
@@ -321,8 +350,8 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// one instant. Reserved concurrency bounds the burst when many instants
 	// fall due together (it protects the table and the account's other
 	// functions); throttled events wait in Lambda's async queue.
-	st.Clock = function("ClockFunction", "clock", "Scheduler target: evaluates one instant (due, grace end, horizon) of one expectation",
-		ClockTimeoutS, true, nil, func(p *awslambda.FunctionProps) {
+	st.Clock = function("ClockFunction", "clock", "Evaluates instants: Scheduler target, timer queue consumer and sweep",
+		ClockTimeoutS, true, map[string]string{"TIMER_QUEUE_URL": *st.TimerQueue.QueueUrl()}, func(p *awslambda.FunctionProps) {
 			if cfg.ClockConcurrency > 0 {
 				p.ReservedConcurrentExecutions = n(float64(cfg.ClockConcurrency))
 			}
@@ -350,6 +379,35 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		Sid: s("DeadLetter"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.SchedulerDLQ.QueueArn()},
 	}))
 
+	// The clock function consumes the timer queue (partial batch failures)
+	// and puts early arrivals back on it.
+	st.Clock.AddEventSource(awslambdaeventsources.NewSqsEventSource(st.TimerQueue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               n(TimerBatchSize),
+		ReportBatchItemFailures: b(true),
+	}))
+	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("TimerQueueRearm"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.TimerQueue.QueueArn()},
+	}))
+	// The sweep: every minute, the clock function processes what is past
+	// due and that nothing processed (a dead-lettered fire or message).
+	st.SweepSchedule = awsscheduler.NewCfnSchedule(stack, s("SweepSchedule"), &awsscheduler.CfnScheduleProps{
+		Name:               s(cfg.Name + "-sweep"),
+		GroupName:          st.ScheduleGroup.ScheduleGroupName(),
+		Description:        s("Safety net: processes instants and deliveries past due that nothing processed"),
+		ScheduleExpression: s(SweepExpression),
+		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: s("OFF")},
+		State:              s("ENABLED"),
+		Target: &awsscheduler.CfnSchedule_TargetProperty{
+			Arn:     st.Clock.FunctionArn(),
+			RoleArn: st.SchedulerRole.RoleArn(),
+			Input:   s(SweepInput),
+			RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
+				MaximumRetryAttempts: n(0), MaximumEventAgeInSeconds: n(SweepMaxEventAgeS),
+			},
+		},
+	})
+	st.SweepSchedule.Node().AddDependency(st.ScheduleGroup)
+
 	// The stream function: consumes the table's stream, creates and deletes
 	// the schedules of the group (passing the scheduler role to Scheduler),
 	// delivers lapse tasks and runs VERIFY.
@@ -359,6 +417,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			"CLOCK_FUNCTION_ARN": *st.Clock.FunctionArn(),
 			"SCHEDULER_ROLE_ARN": *st.SchedulerRole.RoleArn(),
 			"SCHEDULER_DLQ_ARN":  *st.SchedulerDLQ.QueueArn(),
+			"TIMER_QUEUE_URL":    *st.TimerQueue.QueueUrl(),
 		}, nil)
 	st.Stream.Node().AddDependency(st.ScheduleGroup)
 	// The model judge runs in VERIFY, in the stream function only: it alone
@@ -388,6 +447,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	}
 	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("Schedules"), Actions: strs(SchedulerActions...), Resources: &[]*string{schedulesArn},
+	}))
+	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("TimerQueue"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.TimerQueue.QueueArn()},
 	}))
 	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("PassSchedulerRole"), Actions: strs("iam:PassRole"), Resources: &[]*string{st.SchedulerRole.RoleArn()},
@@ -514,6 +576,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	alarm("SchedulerDlqDepthAlarm", "scheduler-dlq-depth",
 		"Instants that were not processed are waiting in the scheduler dead-letter queue: see docs/operations.md (Dead letters)",
 		st.SchedulerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
+	alarm("TimerDlqDepthAlarm", "timers-dlq-depth",
+		"Timer messages the clock function failed 5 times are waiting in the timer dead-letter queue (the sweep processed their instants): see docs/operations.md (Dead letters)",
+		st.TimerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
 	alarm("StreamFailureDepthAlarm", "stream-failures-depth",
 		"Stream batches the stream function gave up on are waiting in the stream failure queue: see docs/operations.md (Dead letters)",
 		st.StreamFailureQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
@@ -545,6 +610,8 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		{"SchedulerDlqArn", "Dead-letter queue of the Scheduler targets (SCHEDULER_DLQ_ARN)", *st.SchedulerDLQ.QueueArn()},
 		{"SchedulerDlqUrl", "Dead-letter queue of the Scheduler targets (URL)", *st.SchedulerDLQ.QueueUrl()},
 		{"StreamFailureQueueUrl", "On-failure destination of the stream mapping (URL)", *st.StreamFailureQueue.QueueUrl()},
+		{"TimerQueueUrl", "Timer queue of the clock function (TIMER_QUEUE_URL)", *st.TimerQueue.QueueUrl()},
+		{"TimerDlqUrl", "Dead-letter queue of the timer queue (URL)", *st.TimerDLQ.QueueUrl()},
 		{"TokensParameterName", "SSM SecureString the authorizer reads the tokens from (TOKENS_PARAMETER)", cfg.TokensParameter},
 		{"AlarmTopicArn", "SNS topic of the alarms", *st.AlarmTopic.TopicArn()},
 	} {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -94,11 +95,13 @@ func TestFunctions(t *testing.T) {
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
 			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false",
 				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
+			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
 			env := map[string]obj{
 				"api":        {"TRUST_AUTHORIZER": "true"},
 				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
-				"clock":      {},
+				"clock":      {"TIMER_QUEUE_URL": timers},
 				"stream": {
+					"TIMER_QUEUE_URL":    timers,
 					"SCHEDULE_GROUP":     "clockwork-" + stage,
 					"CLOCK_FUNCTION_ARN": getAtt(fnID(t, tj, "clock", stage), "Arn"),
 					"SCHEDULER_ROLE_ARN": getAtt(onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function"), "Arn"),
@@ -352,7 +355,7 @@ func TestStreamMapping(t *testing.T) {
 	for stage, sy := range synth(t) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
-			assert(t, "one mapping", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(1)) })
+			assert(t, "two mappings", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(2)) })
 			assert(t, "mapping", func() {
 				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
 					"EventSourceArn":             getAtt("Table", "StreamArn"),
@@ -372,11 +375,74 @@ func TestStreamMapping(t *testing.T) {
 	}
 }
 
+// TestTimerQueueAndSweep pins the precision design's resources: the timer
+// queue (SSE, its DLQ after TimerMaxReceives receives, a visibility timeout
+// six times the clock function's), consumed by the clock function in
+// batches with partial batch failures; only the stream and clock functions
+// may send to it; the sweep schedule invokes the clock function every
+// minute with the input the clock handler takes for a sweep.
+func TestTimerQueueAndSweep(t *testing.T) {
+	if TimerMaxReceives != awsrt.TimerQueueMaxReceives {
+		t.Errorf("TimerMaxReceives %d, the local AWS mode's %d", TimerMaxReceives, awsrt.TimerQueueMaxReceives)
+	}
+	var ev awsrt.SweepEvent
+	if err := json.Unmarshal([]byte(SweepInput), &ev); err != nil || ev.Action != awsrt.SweepAction {
+		t.Errorf("SweepInput %s is not the clock handler's sweep event (%v)", SweepInput, err)
+	}
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			timers := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers")
+			dlq := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers-dlq")
+			clock := fnID(t, tj, "clock", stage)
+			assert(t, "timer queue", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), obj{
+					"QueueName": "clockwork-" + stage + "-timers", "SqsManagedSseEnabled": true, "VisibilityTimeout": TimerVisibilityS,
+					"RedrivePolicy": obj{"deadLetterTargetArn": getAtt(dlq, "Arn"), "maxReceiveCount": TimerMaxReceives},
+				})
+			})
+			assert(t, "clock consumes the timer queue", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+					"EventSourceArn": getAtt(timers, "Arn"), "FunctionName": ref(clock),
+					"BatchSize": TimerBatchSize, "FunctionResponseTypes": arr{"ReportBatchItemFailures"},
+				})
+			})
+			for _, name := range Functions {
+				acts := actionsOf(statementsOfRole(tj, roleOfFunction(t, tj, "clockwork-"+stage+"-"+name)))
+				send := fmt.Sprint(acts["sqs:SendMessage"])
+				want := name == "clock" || name == "stream"
+				if got := strings.Contains(send, timers); got != want {
+					t.Errorf("%s function may send to the timer queue: %v, want %v (%s)", name, got, want, send)
+				}
+				if consume := acts["sqs:ReceiveMessage"] != nil && acts["sqs:DeleteMessage"] != nil; consume != (name == "clock") {
+					t.Errorf("%s function consumes a queue: %v", name, consume)
+				}
+			}
+			sid, sweep := only(t, tj, "AWS::Scheduler::Schedule", "Name", "clockwork-"+stage+"-sweep")
+			gid, _ := only(t, tj, "AWS::Scheduler::ScheduleGroup", "Name", "clockwork-"+stage)
+			if !slices.Contains(list(sweep["DependsOn"]), any(gid)) {
+				t.Errorf("sweep schedule DependsOn %v, want its group %s", sweep["DependsOn"], gid)
+			}
+			schedRole := onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function")
+			assert(t, "sweep schedule "+sid, func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), obj{
+					"Name": "clockwork-" + stage + "-sweep", "GroupName": "clockwork-" + stage, "ScheduleExpression": SweepExpression,
+					"FlexibleTimeWindow": obj{"Mode": "OFF"}, "State": "ENABLED",
+					"Target": obj{
+						"Arn": getAtt(clock, "Arn"), "RoleArn": getAtt(schedRole, "Arn"), "Input": SweepInput,
+						"RetryPolicy": obj{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": SweepMaxEventAgeS},
+					},
+				})
+			})
+		})
+	}
+}
+
 func TestQueuesAndAlarms(t *testing.T) {
 	for stage, sy := range synth(t) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
-			assert(t, "two queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2)) })
+			assert(t, "four queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(4)) })
 			assert(t, "queues", func() {
 				tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), obj{
 					"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": true,
@@ -395,7 +461,7 @@ func TestQueuesAndAlarms(t *testing.T) {
 				threshold           float64
 			}
 			var wants []want
-			for _, q := range []string{"scheduler-dlq", "stream-failures"} {
+			for _, q := range []string{"scheduler-dlq", "stream-failures", "timers-dlq"} {
 				id := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-"+q)
 				wants = append(wants, want{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", getAtt(id, "QueueName"), "Maximum", 1})
 			}

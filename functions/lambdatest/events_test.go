@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/authorizer"
+	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 )
@@ -231,27 +232,57 @@ func TestEventFiles(t *testing.T) {
 	})
 	t.Run("clock", func(t *testing.T) {
 		evs := loadEvents(t, "clock")
-		for name, v := range loadExpected[string](t, "clock", evs) {
-			if v != "ok" {
-				t.Errorf("expected.json: %s: %q, want \"ok\" (the clock function only succeeds or fails)", name, v)
-			}
-		}
+		want := loadExpected[string](t, "clock", evs)
 		var kinds []expect.InstantKind
+		batches, sweeps := 0, 0
 		for _, e := range evs {
-			var in expect.Instant
-			if err := strictJSON(e.Body, &in); err != nil {
-				t.Errorf("%s: not an instant: %v", e.Name, err)
-				continue
+			switch w := want[e.Name]; {
+			case w == "ok":
+				var in expect.Instant
+				if err := strictJSON(e.Body, &in); err != nil {
+					t.Errorf("%s: not an instant: %v", e.Name, err)
+					continue
+				}
+				if in.AgentID != AgentID || in.ExpectationID != Lapsing || in.At.IsZero() {
+					t.Errorf("%s: instant %+v, want one of %s/%s", e.Name, in, AgentID, Lapsing)
+				}
+				kinds = append(kinds, in.Kind)
+			case w == "sweep":
+				var ev awsrt.SweepEvent
+				if err := strictJSON(e.Body, &ev); err != nil || ev.Action != awsrt.SweepAction {
+					t.Errorf("%s: not a sweep event (%v)", e.Name, err)
+				}
+				sweeps++
+			case strings.HasPrefix(w, "batchItemFailures:"):
+				var ev events.SQSEvent
+				if err := strictJSON(e.Body, &ev); err != nil || len(ev.Records) == 0 {
+					t.Errorf("%s: not an SQS event (%v)", e.Name, err)
+					continue
+				}
+				ids := map[string]bool{}
+				for _, r := range ev.Records {
+					ids[r.MessageId] = true
+					if r.EventSource != "aws:sqs" || r.ReceiptHandle == "" || r.Md5OfBody == "" || r.Attributes["ApproximateReceiveCount"] == "" {
+						t.Errorf("%s: record %s lacks what Lambda's SQS event carries", e.Name, r.MessageId)
+					}
+				}
+				for _, id := range strings.Split(strings.TrimPrefix(w, "batchItemFailures:"), ",") {
+					if id != "" && !ids[id] {
+						t.Errorf("%s: expected failure %s is not a messageId of the batch", e.Name, id)
+					}
+				}
+				batches++
+			default:
+				t.Errorf("expected.json: %s: %q, want \"ok\", \"sweep\" or \"batchItemFailures:<ids>\"", e.Name, w)
 			}
-			if in.AgentID != AgentID || in.ExpectationID != Lapsing || in.At.IsZero() {
-				t.Errorf("%s: instant %+v, want one of %s/%s", e.Name, in, AgentID, Lapsing)
-			}
-			kinds = append(kinds, in.Kind)
 		}
 		for _, k := range []expect.InstantKind{expect.InstantDue, expect.InstantGrace, expect.InstantHorizon} {
 			if !slices.Contains(kinds, k) {
 				t.Errorf("no clock event of kind %s", k)
 			}
+		}
+		if batches == 0 || sweeps == 0 {
+			t.Errorf("events/clock has %d timer-queue batches and %d sweeps, want at least one of each", batches, sweeps)
 		}
 	})
 	t.Run("stream", func(t *testing.T) {

@@ -2,7 +2,9 @@ package lambdatest
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
@@ -73,7 +76,7 @@ func TestGenerateEvents(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 	t.Setenv("AWS_REGION", "us-east-1")
 	rt, err := awsrt.New(ctx, awsrt.Config{
-		Table: table, ScheduleGroup: table,
+		Table: table, ScheduleGroup: table, TimerQueueURL: timerQueue(t, endpoint, table),
 		ClockFunctionARN: ClockFunctionARN, SchedulerRoleARN: SchedulerRoleARN, SchedulerDLQARN: SchedulerDLQARN,
 		TrustAuthorizer: true, Endpoint: endpoint, AllowPrivateAgents: true, DeliveryAttempts: 8,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -122,6 +125,18 @@ func TestGenerateEvents(t *testing.T) {
 	}
 	if rec, err = rt.Watcher.Get(ctx, AgentID, Lapsing); err != nil || rec.State != expect.StateLapsed {
 		t.Fatalf("%s after its instants: %+v, %v; want lapsed", Lapsing, rec, err)
+	}
+	// A timer-queue batch (Lambda's SQS event) and the sweep.
+	for _, ev := range clockExtraEvents(t, rt) {
+		out, err := rt.HandleClockEvent(ctx, ev.Body)
+		if err != nil {
+			t.Fatalf("clock %s: %v", ev.Name, err)
+		}
+		if got := clockAnswer(out); got != ev.want {
+			t.Fatalf("clock %s: answered %s, want %s", ev.Name, got, ev.want)
+		}
+		clockFiles = append(clockFiles, eventFile{Name: ev.Name, Body: ev.Body})
+		clockWant[ev.Name] = ev.want
 	}
 
 	// 4. Stream events: the records those writes produced.
@@ -232,6 +247,84 @@ func TestGenerateEvents(t *testing.T) {
 	write("api", apiFiles, apiWant)
 	write("clock", clockFiles, clockWant)
 	write("stream", streamFiles, streamWant)
+}
+
+// timerQueue creates the timer queue of a table on the emulator and
+// returns its URL.
+func timerQueue(t *testing.T, endpoint, table string) string {
+	t.Helper()
+	q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(dynamotest.Config(endpoint)), table+"-timers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.URL
+}
+
+// clockEvent is a sample clock event beyond the instants, with its
+// expected answer (see clockAnswer).
+type clockEvent struct {
+	eventFile
+	want string
+}
+
+// clockExtraEvents are the clock function's other triggers: a batch of the
+// timer queue as Lambda's SQS event source mapping delivers it (an instant
+// of the lapsing expectation, now a no-op; the due instant of the scheduled
+// one, far ahead, which goes back on the queue; a body that is not an
+// instant, dropped), answered with no batch item failure; and the sweep.
+func clockExtraEvents(t *testing.T, rt *awsrt.Runtime) []clockEvent {
+	t.Helper()
+	lapsing, err := rt.Watcher.Get(context.Background(), AgentID, Lapsing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled, err := rt.Watcher.Get(context.Background(), AgentID, Scheduled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grace := expect.Instant{AgentID: AgentID, ExpectationID: Lapsing, Kind: expect.InstantGrace, At: lapsing.GraceEnd()}
+	ahead, _ := expect.NextInstant(scheduled)
+	msg := func(id string, body []byte, sent string) events.SQSMessage {
+		sum := md5.Sum(body)
+		return events.SQSMessage{
+			MessageId: id, ReceiptHandle: "AQEB" + strings.ReplaceAll(id, "-", "") + "==", Body: string(body), Md5OfBody: hex.EncodeToString(sum[:]),
+			Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": sent, "SenderId": "AROAEXAMPLE:clockwork-stream",
+				"ApproximateFirstReceiveTimestamp": sent},
+			MessageAttributes: map[string]events.SQSMessageAttribute{},
+			EventSource:       "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:clockwork-timers", AWSRegion: "us-east-1",
+		}
+	}
+	g, _ := json.Marshal(grace)
+	a, _ := json.Marshal(ahead)
+	batch := events.SQSEvent{Records: []events.SQSMessage{
+		msg("6a1f0b5e-2f0c-4d8e-9a57-0c4b1a3f7d21", g, "1768467600000"),
+		msg("0d9e8c7b-6a5f-4e3d-8c2b-1a0f9e8d7c6b", a, "1768467601000"),
+		msg("f3e2d1c0-b9a8-4776-8554-433221100fed", []byte(`{"note":"not an instant"}`), "1768467602000"),
+	}}
+	return []clockEvent{
+		{eventFile{Name: "04-timer-queue.json", Body: indent(t, batch)}, "batchItemFailures:"},
+		{eventFile{Name: "05-sweep.json", Body: indent(t, awsrt.SweepEvent{Action: awsrt.SweepAction})}, "sweep"},
+	}
+}
+
+// clockAnswer writes the clock function's answer as events/clock's
+// expected.json does: "ok" for null (an instant), "batchItemFailures:"
+// followed by the failing messageIds, comma-separated, for an SQS batch,
+// "sweep" for a sweep's counts.
+func clockAnswer(out any) string {
+	switch v := out.(type) {
+	case nil:
+		return "ok"
+	case events.SQSEventResponse:
+		var ids []string
+		for _, f := range v.BatchItemFailures {
+			ids = append(ids, f.ItemIdentifier)
+		}
+		return "batchItemFailures:" + strings.Join(ids, ",")
+	case awsrt.SweepResult:
+		return "sweep"
+	}
+	return fmt.Sprintf("unexpected %T", out)
 }
 
 // The ARNs the functions are configured with (the emulator checks none).

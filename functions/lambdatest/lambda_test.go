@@ -28,6 +28,7 @@ import (
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/scheduler"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
@@ -76,7 +77,7 @@ func TestLambdaBootstraps(t *testing.T) {
 	apiWant := loadExpected[int](t, "api", evs["api"])
 	authzWant := loadExpected[bool](t, "authorizer", evs["authorizer"])
 	streamWant := loadExpected[[]string](t, "stream", evs["stream"])
-	loadExpected[string](t, "clock", evs["clock"])
+	clockWant := loadExpected[string](t, "clock", evs["clock"])
 
 	// 1. Build, and check the sizes.
 	bins := buildBootstraps(t, root)
@@ -109,7 +110,7 @@ func TestLambdaBootstraps(t *testing.T) {
 	if err := scheduler.New(sched, scheduler.Config{Group: table}).CreateGroup(ctx); err != nil {
 		t.Fatalf("create schedule group %s: %v", table, err)
 	}
-	env := lambdaEnv(t, table, endpoint)
+	env := append(lambdaEnv(t, table, endpoint), "TIMER_QUEUE_URL="+timerQueue(t, endpoint, table))
 	native := bins[runtime.GOARCH]
 
 	// 3. authorizer: each request, and the context it hands to the api
@@ -152,7 +153,8 @@ func TestLambdaBootstraps(t *testing.T) {
 		api.warmLatency(t, *get)
 	}
 
-	// 5. clock: each instant of the lapsing expectation.
+	// 5. clock: each instant of the lapsing expectation (answered null), a
+	// timer-queue batch (its batch item failures) and the sweep.
 	clock := startFunction(t, rie, "clock", native["clock"], env)
 	for i, e := range evs["clock"] {
 		out, err := clock.invoke(e.Body, "")
@@ -161,8 +163,26 @@ func TestLambdaBootstraps(t *testing.T) {
 		}
 		if err != nil {
 			clock.fail(t, "clock %s: %v", e.Name, err)
-		} else if strings.TrimSpace(string(out)) != "null" {
-			clock.fail(t, "clock %s: answered %s, want null (success)", e.Name, out)
+			continue
+		}
+		want := clockWant[e.Name]
+		var got string
+		switch {
+		case want == "ok":
+			got = map[bool]string{true: "ok"}[strings.TrimSpace(string(out)) == "null"]
+		case want == "sweep":
+			var res awsrt.SweepResult
+			if strictJSON(out, &res) == nil {
+				got = "sweep"
+			}
+		case strings.HasPrefix(want, "batchItemFailures:"):
+			var resp events.SQSEventResponse
+			if strictJSON(out, &resp) == nil {
+				got = clockAnswer(resp)
+			}
+		}
+		if got != want {
+			clock.fail(t, "clock %s: answered %s, want %s", e.Name, out, want)
 		}
 	}
 
@@ -772,8 +792,11 @@ func checkEffects(t *testing.T, api *function, sched *awsscheduler.Client, group
 	if len(ins) != 3 {
 		t.Errorf("%s has %d instants, want 3", Scheduled, len(ins))
 	}
+	// The stream function has a timer queue: each schedule is set for the
+	// minute before its instant's.
+	planned := scheduler.New(sched, scheduler.Config{Group: group, QueueURL: "the timer queue"})
 	for _, in := range ins {
-		name := scheduler.Name(in)
+		name := scheduler.NameAt(in, planned.FireTime(in))
 		if _, err := sched.GetSchedule(ctx, &awsscheduler.GetScheduleInput{GroupName: aws.String(group), Name: aws.String(name)}); err != nil {
 			t.Errorf("schedule of the %s instant of %s (%s): %v", in.Kind, Scheduled, name, err)
 		}
