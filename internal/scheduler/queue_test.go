@@ -155,7 +155,9 @@ func TestScheduleWithQueueRoutesByDistance(t *testing.T) {
 	if want := "at(" + far.At.Truncate(time.Minute).Add(-time.Minute).Format("2006-01-02T15:04:05") + ")"; aws.ToString(got.ScheduleExpression) != want {
 		t.Errorf("far's schedule %s, want %s: the minute before the instant's", aws.ToString(got.ScheduleExpression), want)
 	}
-	if v, d := q.depth(t); v != 0 || d != 1 {
+	// (At least once: the SDK may have retried a send whose answer was
+	// lost, which is why every consumer is idempotent.)
+	if v, d := q.depth(t); v != 0 || d < 1 {
 		t.Errorf("queue: %d visible, %d delayed; want the near instant delayed", v, d)
 	}
 
