@@ -130,8 +130,9 @@ type Config struct {
 	// NoFaults runs the AWS form without the faults AWS has and moto does
 	// not (by default the emulator's GSIs lag 2 s, 2% of calls are
 	// throttled and 2% of transactions conflict, and the server's stream
-	// poller delivers out of order, twice and cut off:
-	// dynamotest.DefaultFaults and -aws-stream-faults).
+	// poller delivers out of order, twice and cut off, and the emulated
+	// Scheduler fires early, late, twice or never: dynamotest.DefaultFaults,
+	// -aws-stream-faults and -scheduler-faults).
 	NoFaults bool
 }
 
@@ -264,7 +265,10 @@ func (b backend) args() []string {
 		// -data holds the stream poller's checkpoint in the AWS mode.
 		args := []string{"-aws-endpoint", b.endpoint, "-table", b.table, "-schedule-group", b.group, "-data", b.data}
 		if b.faults {
-			args = append(args, "-aws-stream-faults")
+			// The stream poller's faults, and Scheduler's minute scaled
+			// to 2 s with the emulated Scheduler firing early, late,
+			// twice or never (the sweep catches those).
+			args = append(args, "-aws-stream-faults", "-scheduler-precision", "2s", "-scheduler-faults")
 		}
 		return args
 	}
