@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
@@ -179,14 +178,16 @@ type Runtime struct {
 	DynamoDB  *dynamodb.Client
 	Streams   *dynamodbstreams.Client
 	Scheduler *awsscheduler.Client
-	SQS       *sqs.Client
-	Store     *dynamo.Store
-	Watcher   *watcher.Service
-	Eval      *evaluation.Service
-	Clock     *scheduler.Clock
-	Outbox    *outbox.Outbox
-	Feed      *feed.Processor
-	Handler   *httpapi.Handler
+	// SQS sends to the timer queue (a hand-written SendMessage: the SDK's
+	// SQS client is linked only into the local AWS mode).
+	SQS     *awsclient.SQSSender
+	Store   *dynamo.Store
+	Watcher *watcher.Service
+	Eval    *evaluation.Service
+	Clock   *scheduler.Clock
+	Outbox  *outbox.Outbox
+	Feed    *feed.Processor
+	Handler *httpapi.Handler
 	// Credentials keeps agents' outbound credentials sealed with KMS.
 	Credentials *credentials.Service
 	Log         *slog.Logger
@@ -216,7 +217,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.DynamoDB = dynamodb.NewFromConfig(ac)
 	r.Streams = dynamodbstreams.NewFromConfig(ac)
 	r.Scheduler = awsscheduler.NewFromConfig(ac)
-	r.SQS = sqs.NewFromConfig(ac)
+	r.SQS = awsclient.NewSQSSender(ac)
 	r.Store = dynamo.New(r.DynamoDB, cfg.Table)
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage

@@ -189,24 +189,26 @@ func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
 // (WaitTimeSeconds 0): the test emulator serves one request at a time.
 type queuePoller struct {
 	rt  *Runtime
+	sqs *sqs.Client
 	arn string
 }
 
 func newQueuePoller(ctx context.Context, rt *Runtime) (*queuePoller, error) {
-	got, err := rt.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+	client := sqs.NewFromConfig(rt.AWS)
+	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(rt.Config.TimerQueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("timer queue %s: %w", rt.Config.TimerQueueURL, err)
 	}
-	return &queuePoller{rt: rt, arn: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
+	return &queuePoller{rt: rt, sqs: client, arn: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
 }
 
 // poll receives and handles one batch; it returns the number of messages
 // received.
 func (p *queuePoller) poll(ctx context.Context) (int, error) {
 	url := aws.String(p.rt.Config.TimerQueueURL)
-	out, err := p.rt.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 30,
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 	})
@@ -240,7 +242,7 @@ func (p *queuePoller) poll(ctx context.Context) (int, error) {
 		i++
 	}
 	if len(entries) > 0 {
-		if _, err := p.rt.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: url, Entries: entries}); err != nil {
+		if _, err := p.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: url, Entries: entries}); err != nil {
 			return len(out.Messages), fmt.Errorf("delete timer messages: %w", err)
 		}
 	}

@@ -109,7 +109,7 @@ func sqsEvent(bodies map[string]string) json.RawMessage {
 
 func receiveAll(t *testing.T, rt *Runtime, url string) []expect.Instant {
 	t.Helper()
-	out, err := rt.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+	out, err := sqs.NewFromConfig(rt.AWS).ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

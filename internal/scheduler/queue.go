@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/agentclock/clockwork/internal/expect"
 )
 
@@ -51,6 +48,12 @@ const (
 	// MaxQueueDelay is SQS's longest message timer (DelaySeconds 900).
 	MaxQueueDelay = 15 * time.Minute
 )
+
+// QueueSender sends one message to an SQS queue with a message timer
+// (DelaySeconds, 0 to 900). awsclient.SQSSender is the one the runtime uses.
+type QueueSender interface {
+	SendMessage(ctx context.Context, queueURL, body string, delaySeconds int32) error
+}
 
 // ErrNoQueue is returned by Rearm and Enqueue when the Clock has no timer
 // queue.
@@ -120,12 +123,7 @@ func (c *Clock) send(ctx context.Context, in expect.Instant, now time.Time) erro
 	}
 	delay := QueueDelay(in.At, now)
 	err = c.call(ctx, func(ctx context.Context) error {
-		_, err := c.cfg.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-			QueueUrl:     aws.String(c.cfg.QueueURL),
-			MessageBody:  aws.String(string(body)),
-			DelaySeconds: delay,
-		})
-		return err
+		return c.cfg.SQS.SendMessage(ctx, c.cfg.QueueURL, string(body), delay)
 	})
 	if err != nil {
 		return fmt.Errorf("scheduler: send %s instant of %s/%s to the timer queue: %w", in.Kind, in.AgentID, in.ExpectationID, err)

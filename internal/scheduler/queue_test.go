@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/scheduler"
-	"github.com/agentclock/clockwork/internal/store/dynamo"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 )
 
@@ -69,15 +71,16 @@ func TestFireTimeComesBeforeTheInstantWhateverScheduler(t *testing.T) {
 // queueEnv adds a timer queue on the emulator to an env.
 type queueEnv struct {
 	*env
-	sqs *sqs.Client // counted with the env's counter
-	url string
+	sqs      *sqs.Client // the test's own reads
+	endpoint string
+	url      string
 }
 
 func newQueueEnv(t *testing.T) *queueEnv {
 	t.Helper()
 	e := newEnv(t)
 	ep := dynamotest.Start(t)
-	q := &queueEnv{env: e, sqs: sqs.NewFromConfig(dynamotest.Config(ep, dynamo.CountingMiddleware(e.counter)))}
+	q := &queueEnv{env: e, sqs: sqs.NewFromConfig(dynamotest.Config(ep)), endpoint: ep}
 	out, err := q.sqs.CreateQueue(ctxT(t), &sqs.CreateQueueInput{QueueName: aws.String(e.group + "-timers")})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +92,7 @@ func newQueueEnv(t *testing.T) *queueEnv {
 
 func (q *queueEnv) clock(now func() time.Time, im *immediates, mut ...func(*scheduler.Config)) *scheduler.Clock {
 	return q.env.clock(now, im, append([]func(*scheduler.Config){func(c *scheduler.Config) {
-		c.SQS, c.QueueURL = q.sqs, q.url
+		c.SQS, c.QueueURL = awsclient.NewSQSSender(dynamotest.Config(q.endpoint)), q.url
 	}}, mut...)...)
 }
 
@@ -142,8 +145,8 @@ func TestScheduleWithQueueRoutesByDistance(t *testing.T) {
 	if err := c.Schedule(ctxT(t), []expect.Instant{near, far}); err != nil {
 		t.Fatal(err)
 	}
-	if n, m := q.counter.Count("SendMessage"), q.counter.Count("CreateSchedule"); n != 1 || m != 1 {
-		t.Fatalf("SendMessage %d, CreateSchedule %d; want one each (%v)", n, m, q.counter.Snapshot())
+	if m := q.counter.Count("CreateSchedule"); m != 1 {
+		t.Fatalf("CreateSchedule %d, want one (the far instant's; %v)", m, q.counter.Snapshot())
 	}
 	if got, want := q.names(t), []string{scheduler.NameAt(far, c.FireTime(far))}; !slices.Equal(got, want) {
 		t.Fatalf("schedules = %v, want %v", got, want)
@@ -172,14 +175,18 @@ func TestScheduleWithQueueRoutesByDistance(t *testing.T) {
 	// DirectWindow off: an instant that leaves less than a period before
 	// its schedule would fire goes on the queue all the same.
 	q.counter.Reset()
+	_, before := q.depth(t)
 	off := q.clock(func() time.Time { return now }, &immediates{}, func(c *scheduler.Config) { c.DirectWindow = -1 })
 	soon := instant("agent-1", "soon", expect.InstantGrace, now.Add(90*time.Second))
 	later := instant("agent-1", "later", expect.InstantGrace, now.Add(3*time.Minute))
 	if err := off.Schedule(ctxT(t), []expect.Instant{soon, later}); err != nil {
 		t.Fatal(err)
 	}
-	if n, m := q.counter.Count("SendMessage"), q.counter.Count("CreateSchedule"); n != 1 || m != 1 {
-		t.Errorf("SendMessage %d, CreateSchedule %d; want one each (%v)", n, m, q.counter.Snapshot())
+	if _, after := q.depth(t); after <= before {
+		t.Errorf("delayed messages %d before, %d after: the near instant was not sent", before, after)
+	}
+	if m := q.counter.Count("CreateSchedule"); m != 1 {
+		t.Errorf("CreateSchedule %d, want one (the later instant's; %v)", m, q.counter.Snapshot())
 	}
 }
 
@@ -209,6 +216,13 @@ func TestRearmSendsTheRemainder(t *testing.T) {
 	}
 	if arrived := time.Now(); arrived.Before(soon.At) {
 		t.Errorf("the re-armed instant arrived at %s, before its time %s", arrived, soon.At)
+	}
+
+	// SQS's own error comes back, with its code.
+	gone := q.clock(time.Now, &immediates{}, func(c *scheduler.Config) { c.QueueURL = q.url + "-gone" })
+	var api smithy.APIError
+	if err := gone.Rearm(ctxT(t), soon); !errors.As(err, &api) || !strings.Contains(api.ErrorCode(), "NonExistentQueue") && api.ErrorCode() != "QueueDoesNotExist" {
+		t.Errorf("Rearm to a missing queue = %v, want SQS's QueueDoesNotExist", err)
 	}
 
 	noQueue := q.env.clock(time.Now, &immediates{})

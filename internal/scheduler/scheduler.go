@@ -55,7 +55,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 )
 
@@ -134,10 +133,10 @@ type Config struct {
 	// DefaultThrottleBackoff.
 	ThrottleBackoff time.Duration
 
-	// SQS and QueueURL name the timer queue, a standard SQS queue whose
+	// SQS sends to the timer queue at QueueURL, a standard SQS queue whose
 	// consumer is the clock handler (queue.go). Empty QueueURL: no queue,
 	// one schedule at each instant (the former design).
-	SQS      *sqs.Client
+	SQS      QueueSender
 	QueueURL string
 	// Precision is Scheduler's firing precision: a schedule set for t fires
 	// in [t, t+Precision). Zero means DefaultPrecision; it is rounded down
