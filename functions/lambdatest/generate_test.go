@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
@@ -253,7 +253,7 @@ func TestGenerateEvents(t *testing.T) {
 // returns its URL.
 func timerQueue(t *testing.T, endpoint, table string) string {
 	t.Helper()
-	q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(dynamotest.Config(endpoint)), table+"-timers")
+	q, err := awsrt.CreateTimerQueue(context.Background(), awsclient.NewSQSSender(dynamotest.Config(endpoint)), table+"-timers")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/agentclock/clockwork/internal/awsclient"
 
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
@@ -108,7 +108,7 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), *timerQueue)
+			q, err := awsrt.CreateTimerQueue(context.Background(), awsclient.NewSQSSender(ac), *timerQueue)
 			if err != nil {
 				return err
 			}

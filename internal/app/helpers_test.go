@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/agentclock/clockwork/internal/awsclient"
 
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
@@ -164,7 +164,7 @@ func (e *testEnv) restartAWS() {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		q, err := awsrt.CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), e.table+"-timers")
+		q, err := awsrt.CreateTimerQueue(context.Background(), awsclient.NewSQSSender(ac), e.table+"-timers")
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -47,21 +47,38 @@ const sqsAttempts = 3
 // delaySeconds (0 to 900). The error wraps SQS's (a smithy.APIError) or the
 // transport's, after the retries.
 func (s *SQSSender) SendMessage(ctx context.Context, queueURL, body string, delaySeconds int32) error {
-	u, err := url.Parse(queueURL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return fmt.Errorf("sqs: queue URL %q is not an absolute URL", queueURL)
+	var out struct {
+		MessageID string `json:"MessageId"`
 	}
-	payload, err := json.Marshal(struct {
-		QueueURL     string `json:"QueueUrl"`
-		MessageBody  string `json:"MessageBody"`
-		DelaySeconds int32  `json:"DelaySeconds"`
-	}{queueURL, body, delaySeconds})
+	err := s.call(ctx, queueURL, "SendMessage", map[string]any{"QueueUrl": queueURL, "MessageBody": body, "DelaySeconds": delaySeconds}, &out)
+	if err == nil && out.MessageID == "" {
+		return errors.New("sqs: SendMessage answered without a MessageId")
+	}
+	return err
+}
+
+// call makes one SQS call (AmazonSQS.<target>) at the scheme and host of
+// queueURL, or of the configured endpoint when queueURL is empty, retrying
+// as SendMessage does, and decodes the answer into out.
+func (s *SQSSender) call(ctx context.Context, queueURL, target string, in, out any) error {
+	endpoint := "https://sqs." + s.cfg.Region + ".amazonaws.com/"
+	if s.cfg.BaseEndpoint != nil && *s.cfg.BaseEndpoint != "" {
+		endpoint = strings.TrimSuffix(*s.cfg.BaseEndpoint, "/") + "/"
+	}
+	if queueURL != "" {
+		u, err := url.Parse(queueURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return fmt.Errorf("sqs: queue URL %q is not an absolute URL", queueURL)
+		}
+		endpoint = u.Scheme + "://" + u.Host + "/"
+	}
+	payload, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err = s.send(ctx, u.Scheme+"://"+u.Host+"/", payload)
+		err = s.send(ctx, endpoint, target, payload, out)
 		if err == nil || attempt >= sqsAttempts || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
@@ -76,13 +93,13 @@ func (s *SQSSender) SendMessage(ctx context.Context, queueURL, body string, dela
 	}
 }
 
-func (s *SQSSender) send(ctx context.Context, endpoint string, payload []byte) error {
+func (s *SQSSender) send(ctx context.Context, endpoint, target string, payload []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+	req.Header.Set("X-Amz-Target", "AmazonSQS."+target)
 	sum := sha256.Sum256(payload)
 	creds, err := s.cfg.Credentials.Retrieve(ctx)
 	if err != nil {
@@ -104,11 +121,11 @@ func (s *SQSSender) send(ctx context.Context, endpoint string, payload []byte) e
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 {
-		var ok struct {
-			MessageID string `json:"MessageId"`
+		if len(answer) == 0 {
+			return nil
 		}
-		if json.Unmarshal(answer, &ok) != nil || ok.MessageID == "" {
-			return fmt.Errorf("sqs: SendMessage answered %d without a MessageId: %.200s", resp.StatusCode, answer)
+		if err := json.Unmarshal(answer, out); err != nil {
+			return fmt.Errorf("sqs: %s answered %d: %w: %.200s", target, resp.StatusCode, err, answer)
 		}
 		return nil
 	}
@@ -127,6 +144,80 @@ func (s *SQSSender) send(ctx context.Context, endpoint string, payload []byte) e
 		fault = smithy.FaultServer
 	}
 	return &smithy.GenericAPIError{Code: code, Message: e.Message + e.Msg, Fault: fault}
+}
+
+// The calls below serve the local AWS mode and tests only: they are
+// functions, not methods, so that the Lambda bootstraps do not link them.
+
+// SQSMessage is one received message.
+type SQSMessage struct {
+	MessageID     string            `json:"MessageId"`
+	ReceiptHandle string            `json:"ReceiptHandle"`
+	MD5OfBody     string            `json:"MD5OfBody"`
+	Body          string            `json:"Body"`
+	Attributes    map[string]string `json:"Attributes"`
+}
+
+// ReceiveSQS receives up to max visible messages of the queue without
+// waiting (short polling), with their system attributes, hiding them for
+// visibility seconds. Errors as SendMessage's.
+func ReceiveSQS(ctx context.Context, s *SQSSender, queueURL string, max, visibility int32) ([]SQSMessage, error) {
+	var out struct {
+		Messages []SQSMessage `json:"Messages"`
+	}
+	err := s.call(ctx, queueURL, "ReceiveMessage", map[string]any{"QueueUrl": queueURL, "MaxNumberOfMessages": max,
+		"VisibilityTimeout": visibility, "WaitTimeSeconds": 0, "AttributeNames": []string{"All"}, "MessageSystemAttributeNames": []string{"All"}}, &out)
+	return out.Messages, err
+}
+
+// DeleteSQS deletes messages by receipt handle (DeleteMessageBatch, up
+// to 10). An entry SQS refuses is an error naming it.
+func DeleteSQS(ctx context.Context, s *SQSSender, queueURL string, receipts []string) error {
+	entries := make([]map[string]string, len(receipts))
+	for i, h := range receipts {
+		entries[i] = map[string]string{"Id": fmt.Sprint(i), "ReceiptHandle": h}
+	}
+	var out struct {
+		Failed []struct {
+			ID      string `json:"Id"`
+			Code    string `json:"Code"`
+			Message string `json:"Message"`
+		} `json:"Failed"`
+	}
+	if err := s.call(ctx, queueURL, "DeleteMessageBatch", map[string]any{"QueueUrl": queueURL, "Entries": entries}, &out); err != nil {
+		return err
+	}
+	if len(out.Failed) > 0 {
+		return fmt.Errorf("sqs: delete of message %s refused: %s %s", out.Failed[0].ID, out.Failed[0].Code, out.Failed[0].Message)
+	}
+	return nil
+}
+
+// CreateSQSQueue creates a queue with the given attributes, or returns the
+// existing one of that name and attributes, and returns its URL and ARN.
+func CreateSQSQueue(ctx context.Context, s *SQSSender, name string, attrs map[string]string) (queueURL, arn string, err error) {
+	var created struct {
+		QueueURL string `json:"QueueUrl"`
+	}
+	if err := s.call(ctx, "", "CreateQueue", map[string]any{"QueueName": name, "Attributes": attrs}, &created); err != nil {
+		return "", "", fmt.Errorf("create queue %s: %w", name, err)
+	}
+	arn, err = SQSQueueARN(ctx, s, created.QueueURL)
+	return created.QueueURL, arn, err
+}
+
+// SQSQueueARN returns the ARN of the queue at queueURL.
+func SQSQueueARN(ctx context.Context, s *SQSSender, queueURL string) (string, error) {
+	var got struct {
+		Attributes map[string]string `json:"Attributes"`
+	}
+	if err := s.call(ctx, queueURL, "GetQueueAttributes", map[string]any{"QueueUrl": queueURL, "AttributeNames": []string{"QueueArn"}}, &got); err != nil {
+		return "", fmt.Errorf("queue %s: %w", queueURL, err)
+	}
+	if got.Attributes["QueueArn"] == "" {
+		return "", fmt.Errorf("queue %s has no ARN", queueURL)
+	}
+	return got.Attributes["QueueArn"], nil
 }
 
 // transportError is a request that got no answer.

@@ -6,15 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/agentclock/clockwork/internal/scheduler"
 )
 
@@ -115,7 +112,7 @@ func (e *emulatedScheduler) plan(at time.Time) []time.Time {
 // schedule after its last fire (ActionAfterCompletion DELETE) or, when
 // dropped, once its window is over. It returns how many fires it made.
 func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error) {
-	names, err := e.rt.Clock.ListNames(ctx, now.Add(e.faults.Early))
+	names, err := scheduler.ListNames(ctx, e.rt.Clock, now.Add(e.faults.Early))
 	if err != nil {
 		return 0, fmt.Errorf("list due schedules: %w", err)
 	}
@@ -125,7 +122,7 @@ func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error
 		seen[name] = true
 		p, ok := e.plans[name]
 		if !ok {
-			f, ok, err := e.rt.Clock.ReadSchedule(ctx, name)
+			f, ok, err := scheduler.ReadSchedule(ctx, e.rt.Clock, name)
 			if err != nil {
 				return n, err
 			}
@@ -174,14 +171,6 @@ func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error
 	return n, nil
 }
 
-// FireDue fires, once each and without faults, every schedule of the group
-// whose time has come and deletes it: what EventBridge Scheduler does in
-// AWS, for emulators that store schedules but never fire them (LocalStack,
-// moto).
-func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
-	return newEmulatedScheduler(r, SchedulerFaults{}).fire(ctx, now)
-}
-
 // queuePoller feeds the timer queue to the clock handler as Lambda's SQS
 // event source mapping does: batches of up to 10 messages as an SQS event,
 // deleting the messages not reported in batchItemFailures; a reported one
@@ -189,62 +178,56 @@ func (r *Runtime) FireDue(ctx context.Context, now time.Time) (int, error) {
 // (WaitTimeSeconds 0): the test emulator serves one request at a time.
 type queuePoller struct {
 	rt  *Runtime
-	sqs *sqs.Client
 	arn string
 }
 
 func newQueuePoller(ctx context.Context, rt *Runtime) (*queuePoller, error) {
-	client := sqs.NewFromConfig(rt.AWS)
-	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(rt.Config.TimerQueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
+	arn, err := awsclient.SQSQueueARN(ctx, rt.SQS, rt.Config.TimerQueueURL)
 	if err != nil {
-		return nil, fmt.Errorf("timer queue %s: %w", rt.Config.TimerQueueURL, err)
+		return nil, fmt.Errorf("timer queue: %w", err)
 	}
-	return &queuePoller{rt: rt, sqs: client, arn: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
+	return &queuePoller{rt: rt, arn: arn}, nil
 }
 
 // poll receives and handles one batch; it returns the number of messages
 // received.
 func (p *queuePoller) poll(ctx context.Context) (int, error) {
-	url := aws.String(p.rt.Config.TimerQueueURL)
-	out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 30,
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-	})
-	if err != nil || len(out.Messages) == 0 {
+	url := p.rt.Config.TimerQueueURL
+	msgs, err := awsclient.ReceiveSQS(ctx, p.rt.SQS, url, 10, 30)
+	if err != nil || len(msgs) == 0 {
 		return 0, err
 	}
 	ev := events.SQSEvent{}
 	receipts := map[string]string{}
-	for _, m := range out.Messages {
-		id := aws.ToString(m.MessageId)
-		receipts[id] = aws.ToString(m.ReceiptHandle)
-		sum := md5.Sum([]byte(aws.ToString(m.Body)))
+	for _, m := range msgs {
+		receipts[m.MessageID] = m.ReceiptHandle
+		md5sum := m.MD5OfBody
+		if md5sum == "" {
+			sum := md5.Sum([]byte(m.Body))
+			md5sum = hex.EncodeToString(sum[:])
+		}
 		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: id, ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Md5OfBody: hex.EncodeToString(sum[:]), Attributes: m.Attributes,
+			MessageId: m.MessageID, ReceiptHandle: m.ReceiptHandle, Body: m.Body,
+			Md5OfBody: md5sum, Attributes: m.Attributes,
 			MessageAttributes: map[string]events.SQSMessageAttribute{},
 			EventSource:       "aws:sqs", EventSourceARN: p.arn, AWSRegion: "us-east-1",
 		})
 	}
 	resp, err := p.rt.HandleTimerQueue(ctx, ev)
 	if err != nil {
-		return len(out.Messages), err // the whole batch comes back
+		return len(msgs), err // the whole batch comes back
 	}
 	for _, f := range resp.BatchItemFailures {
 		delete(receipts, f.ItemIdentifier)
 	}
-	var entries []sqstypes.DeleteMessageBatchRequestEntry
-	i := 0
+	var done []string
 	for _, h := range receipts {
-		entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)})
-		i++
+		done = append(done, h)
 	}
-	if len(entries) > 0 {
-		if _, err := p.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: url, Entries: entries}); err != nil {
-			return len(out.Messages), fmt.Errorf("delete timer messages: %w", err)
+	if len(done) > 0 {
+		if err := awsclient.DeleteSQS(ctx, p.rt.SQS, url, done); err != nil {
+			return len(msgs), fmt.Errorf("delete timer messages: %w", err)
 		}
 	}
-	return len(out.Messages), nil
+	return len(msgs), nil
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/agentclock/clockwork/internal/awsclient"
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -54,7 +54,7 @@ func startPrecision(t *testing.T, p time.Duration, faults SchedulerFaults, queue
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), name+"-timers")
+		q, err := CreateTimerQueue(context.Background(), awsclient.NewSQSSender(ac), name+"-timers")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func (e *precisionEnv) lateness(t *testing.T, n int, lead, spread, wait time.Dur
 		time.Sleep(250 * time.Millisecond)
 		var live map[string]bool
 		if !e.rt.Clock.HasQueue() {
-			names, err := e.rt.Clock.ListNames(context.Background(), start.Add(24*time.Hour))
+			names, err := scheduler.ListNames(context.Background(), e.rt.Clock, start.Add(24*time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
@@ -248,31 +245,13 @@ const TimerQueueMaxReceives = 5
 // unless they exist, and returns their URLs and ARNs. Deployments create
 // them with the stack; the local AWS mode and tests call this. Errors wrap
 // SQS's.
-func CreateTimerQueue(ctx context.Context, client *sqs.Client, name string) (TimerQueue, error) {
+func CreateTimerQueue(ctx context.Context, client *awsclient.SQSSender, name string) (TimerQueue, error) {
 	var q TimerQueue
-	create := func(name string, attrs map[string]string) (string, string, error) {
-		attrs[string(sqstypes.QueueAttributeNameSqsManagedSseEnabled)] = "true"
-		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			return "", "", fmt.Errorf("create queue %s: %w", name, err)
-		}
-		got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-			QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-		})
-		if err != nil {
-			return "", "", fmt.Errorf("queue %s: %w", name, err)
-		}
-		arn := got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-		if arn == "" {
-			return "", "", errors.New("queue " + name + " has no ARN")
-		}
-		return aws.ToString(out.QueueUrl), arn, nil
-	}
 	var err error
-	if q.DLQURL, q.DLQARN, err = create(name+"-dlq", map[string]string{"MessageRetentionPeriod": "1209600"}); err != nil {
+	if q.DLQURL, q.DLQARN, err = awsclient.CreateSQSQueue(ctx, client, name+"-dlq", map[string]string{"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"}); err != nil {
 		return q, err
 	}
 	redrive, _ := json.Marshal(map[string]any{"deadLetterTargetArn": q.DLQARN, "maxReceiveCount": TimerQueueMaxReceives})
-	q.URL, q.ARN, err = create(name, map[string]string{"RedrivePolicy": string(redrive), "VisibilityTimeout": "60"})
+	q.URL, q.ARN, err = awsclient.CreateSQSQueue(ctx, client, name, map[string]string{"RedrivePolicy": string(redrive), "VisibilityTimeout": "60", "SqsManagedSseEnabled": "true"})
 	return q, err
 }

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -62,7 +61,7 @@ func timerRuntime(t *testing.T, clock *movableClock, queueURL string) (*Runtime,
 	}
 	var q TimerQueue
 	if queueURL == "" {
-		if q, err = CreateTimerQueue(context.Background(), sqs.NewFromConfig(ac), name+"-timers"); err != nil {
+		if q, err = CreateTimerQueue(context.Background(), awsclient.NewSQSSender(ac), name+"-timers"); err != nil {
 			t.Fatal(err)
 		}
 		queueURL = q.URL
@@ -109,14 +108,14 @@ func sqsEvent(bodies map[string]string) json.RawMessage {
 
 func receiveAll(t *testing.T, rt *Runtime, url string) []expect.Instant {
 	t.Helper()
-	out, err := sqs.NewFromConfig(rt.AWS).ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+	msgs, err := awsclient.ReceiveSQS(context.Background(), rt.SQS, url, 10, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ins []expect.Instant
-	for _, m := range out.Messages {
+	for _, m := range msgs {
 		var in expect.Instant
-		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &in); err != nil {
+		if err := json.Unmarshal([]byte(m.Body), &in); err != nil {
 			t.Fatal(err)
 		}
 		ins = append(ins, in)

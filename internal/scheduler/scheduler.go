@@ -487,9 +487,9 @@ type Fire struct {
 }
 
 // Due returns the instants of the group's enabled schedules whose at() time
-// is not after now, earliest instant first. See Schedules.
+// is not after now, earliest instant first. See schedules.
 func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error) {
-	fires, err := c.Schedules(ctx, now)
+	fires, err := c.schedules(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +506,7 @@ func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error
 	return out, nil
 }
 
-// Schedules returns the group's enabled schedules whose at() time is not
+// schedules returns the group's enabled schedules whose at() time is not
 // after until, earliest at() first. It lists the group (ListSchedules,
 // every page) and reads each schedule that may qualify (GetSchedule); a
 // schedule whose name shows a fire time after until is not read. Schedules
@@ -520,14 +520,14 @@ func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error
 // deletes its schedule. It returns an error (wrapping the SDK's) when the
 // group cannot be listed or a schedule cannot be read, or for a missing
 // Group; a schedule deleted between listing and reading is skipped.
-func (c *Clock) Schedules(ctx context.Context, until time.Time) ([]Fire, error) {
-	names, err := c.ListNames(ctx, until)
+func (c *Clock) schedules(ctx context.Context, until time.Time) ([]Fire, error) {
+	names, err := ListNames(ctx, c, until)
 	if err != nil {
 		return nil, err
 	}
 	var out []Fire
 	for _, name := range names {
-		f, ok, err := c.ReadSchedule(ctx, name)
+		f, ok, err := ReadSchedule(ctx, c, name)
 		if err != nil {
 			return nil, err
 		}
@@ -544,10 +544,10 @@ func (c *Clock) Schedules(ctx context.Context, until time.Time) ([]Fire, error) 
 	return out, nil
 }
 
-// ListNames lists the names of the group's enabled schedules that may fire
+// ListNames lists the names of c's group's enabled schedules that may fire
 // by until: every name but those whose fire time, as the name shows it, is
 // after until. Errors wrap the SDK's, or report a missing Group.
-func (c *Clock) ListNames(ctx context.Context, until time.Time) ([]string, error) {
+func ListNames(ctx context.Context, c *Clock, until time.Time) ([]string, error) {
 	if err := c.checkGroup(); err != nil {
 		return nil, err
 	}
@@ -578,9 +578,9 @@ func (c *Clock) ListNames(ctx context.Context, until time.Time) ([]string, error
 	return names, nil
 }
 
-// ReadSchedule reads one schedule of the group. ok is false when it does
+// ReadSchedule reads one schedule of c's group. ok is false when it does
 // not exist or is not this adapter's (see Schedules). Errors wrap the SDK's.
-func (c *Clock) ReadSchedule(ctx context.Context, name string) (f Fire, ok bool, err error) {
+func ReadSchedule(ctx context.Context, c *Clock, name string) (f Fire, ok bool, err error) {
 	var got *awsscheduler.GetScheduleOutput
 	err = c.call(ctx, func(ctx context.Context) error {
 		var err error
