@@ -153,7 +153,7 @@ func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error
 		// Deleted after its last fire, or, when dropped, once its window
 		// is over (its event went to the dead-letter queue).
 		if len(p.left) == 0 && (p.fired > 0 || !s.At.Add(e.faults.Late).After(now)) {
-			if err := e.rt.Clock.DeleteName(ctx, s.Name); err != nil {
+			if err := scheduler.DeleteName(ctx, e.rt.Clock, s.Name); err != nil {
 				return n, err
 			}
 			if p.fired == 0 {

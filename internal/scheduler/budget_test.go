@@ -192,7 +192,7 @@ func TestScheduleMirrorsOpenExpectations(t *testing.T) {
 	// clock.
 	fire := func(step string) []expect.Instant {
 		t.Helper()
-		due, err := c.Due(ctx, clock())
+		due, err := scheduler.Due(ctx, c, clock())
 		if err != nil {
 			t.Fatalf("%s: Due: %v", step, err)
 		}

@@ -486,9 +486,9 @@ type Fire struct {
 	Instant expect.Instant
 }
 
-// Due returns the instants of the group's enabled schedules whose at() time
+// Due returns the instants of c's group's enabled schedules whose at() time
 // is not after now, earliest instant first. See schedules.
-func (c *Clock) Due(ctx context.Context, now time.Time) ([]expect.Instant, error) {
+func Due(ctx context.Context, c *Clock, now time.Time) ([]expect.Instant, error) {
 	fires, err := c.schedules(ctx, now)
 	if err != nil {
 		return nil, err
@@ -609,10 +609,10 @@ func ReadSchedule(ctx context.Context, c *Clock, name string) (f Fire, ok bool, 
 	return Fire{Name: name, At: at, Instant: in}, true, nil
 }
 
-// DeleteName deletes one schedule of the group by name, as Cancel does: a
+// DeleteName deletes one schedule of c's group by name, as Cancel does: a
 // schedule that does not exist counts as deleted. The local AWS mode calls
-// it after firing a schedule returned by Schedules.
-func (c *Clock) DeleteName(ctx context.Context, name string) error {
+// it after firing a schedule listed by ListNames.
+func DeleteName(ctx context.Context, c *Clock, name string) error {
 	if err := c.checkGroup(); err != nil {
 		return err
 	}

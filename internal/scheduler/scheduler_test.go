@@ -267,7 +267,7 @@ func TestDueReturnsOnlySchedulesWhoseTimeHasCome(t *testing.T) {
 
 	due := func(now time.Time) []string {
 		t.Helper()
-		ins, err := c.Due(ctxT(t), now)
+		ins, err := scheduler.Due(ctxT(t), c, now)
 		if err != nil {
 			t.Fatalf("Due(%s): %v", now, err)
 		}
@@ -292,7 +292,7 @@ func TestDueReturnsOnlySchedulesWhoseTimeHasCome(t *testing.T) {
 	if n, m := e.counter.Count("ListSchedules"), e.counter.Count("GetSchedule"); n != 2 || m != 3 {
 		t.Errorf("ListSchedules = %d (want 2), GetSchedule = %d (want 3)", n, m)
 	}
-	all, err := c.Due(ctxT(t), t0.Add(3*time.Hour))
+	all, err := scheduler.Due(ctxT(t), c, t0.Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestConfigErrors(t *testing.T) {
 	if err := noGroup.Cancel(ctxT(t), []expect.Instant{in}); err == nil {
 		t.Error("Cancel without Group: no error")
 	}
-	if _, err := noGroup.Due(ctxT(t), t0); err == nil {
+	if _, err := scheduler.Due(ctxT(t), noGroup, t0); err == nil {
 		t.Error("Due without Group: no error")
 	}
 	noTarget := e.clock(fixed(t0), nil, func(c *scheduler.Config) { c.TargetArn = "" })
