@@ -1,22 +1,16 @@
 package awsclient
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/awsclient/awsjson"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
 )
 
@@ -30,14 +24,13 @@ import (
 // backoff); other errors are returned as smithy.APIError with SQS's code
 // (for example QueueDoesNotExist).
 type SQSSender struct {
-	cfg    aws.Config
-	signer *v4.Signer
+	cfg aws.Config
 }
 
 // NewSQSSender returns a sender with the credentials, region and HTTP
 // client of cfg.
 func NewSQSSender(cfg aws.Config) *SQSSender {
-	return &SQSSender{cfg: cfg, signer: v4.NewSigner()}
+	return &SQSSender{cfg: cfg}
 }
 
 // sqsAttempts bounds the sender's attempts of one call.
@@ -72,13 +65,9 @@ func (s *SQSSender) call(ctx context.Context, queueURL, target string, in, out a
 		}
 		endpoint = u.Scheme + "://" + u.Host + "/"
 	}
-	payload, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err = s.send(ctx, endpoint, target, payload, out)
+		err := s.send(ctx, endpoint, target, in, out)
 		if err == nil || attempt >= sqsAttempts || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
@@ -93,57 +82,9 @@ func (s *SQSSender) call(ctx context.Context, queueURL, target string, in, out a
 	}
 }
 
-func (s *SQSSender) send(ctx context.Context, endpoint, target string, payload []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", "AmazonSQS."+target)
-	sum := sha256.Sum256(payload)
-	creds, err := s.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("sqs: credentials: %w", err)
-	}
-	if err := s.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "sqs", s.cfg.Region, time.Now()); err != nil {
-		return fmt.Errorf("sqs: sign: %w", err)
-	}
-	var client interface {
-		Do(*http.Request) (*http.Response, error)
-	} = http.DefaultClient
-	if s.cfg.HTTPClient != nil {
-		client = s.cfg.HTTPClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return &transportError{err}
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 == 2 {
-		if len(answer) == 0 {
-			return nil
-		}
-		if err := json.Unmarshal(answer, out); err != nil {
-			return fmt.Errorf("sqs: %s answered %d: %w: %.200s", target, resp.StatusCode, err, answer)
-		}
-		return nil
-	}
-	var e struct {
-		Type    string `json:"__type"`
-		Message string `json:"message"`
-		Msg     string `json:"Message"`
-	}
-	_ = json.Unmarshal(answer, &e)
-	code := e.Type[strings.LastIndex(e.Type, "#")+1:]
-	if code == "" {
-		code = http.StatusText(resp.StatusCode)
-	}
-	fault := smithy.FaultClient
-	if resp.StatusCode >= 500 {
-		fault = smithy.FaultServer
-	}
-	return &smithy.GenericAPIError{Code: code, Message: e.Message + e.Msg, Fault: fault}
+func (s *SQSSender) send(ctx context.Context, endpoint, target string, in, out any) error {
+	return awsjson.Do(ctx, s.cfg, awsjson.Call{Service: "sqs", Endpoint: endpoint,
+		ContentType: "application/x-amz-json-1.0", Target: "AmazonSQS." + target}, in, out)
 }
 
 // The calls below serve the local AWS mode and tests only: they are
@@ -220,15 +161,8 @@ func SQSQueueARN(ctx context.Context, s *SQSSender, queueURL string) (string, er
 	return got.Attributes["QueueArn"], nil
 }
 
-// transportError is a request that got no answer.
-type transportError struct{ err error }
-
-func (e *transportError) Error() string { return "sqs: " + e.err.Error() }
-func (e *transportError) Unwrap() error { return e.err }
-
 func retryable(err error) bool {
-	var te *transportError
-	if errors.As(err, &te) {
+	if awsjson.IsTransport(err) {
 		return true
 	}
 	var api smithy.APIError

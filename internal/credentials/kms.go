@@ -1,21 +1,14 @@
 package credentials
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"time"
 
+	"github.com/agentclock/clockwork/internal/awsclient/awsjson"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // KMSAPI is what the KMS sealer asks of AWS KMS.
@@ -102,31 +95,13 @@ type KMSClient struct {
 	Config aws.Config
 }
 
-type kmsError struct {
-	Type     string `json:"__type"`
-	Message  string `json:"message"`
-	Message2 string `json:"Message"`
-}
+// KMSError is an error answered by KMS (its HTTP status, code and message,
+// which never hold key material).
+type KMSError = awsjson.APIError
 
-// KMSError is an error answered by KMS.
-type KMSError struct {
-	Code       string
-	Message    string
-	StatusCode int
-}
-
-// Error names the KMS error code and message (which never holds key
-// material).
-func (e *KMSError) Error() string {
-	return fmt.Sprintf("KMS answered HTTP %d %s: %s", e.StatusCode, e.Code, e.Message)
-}
-
-// call sends one operation and decodes its answer into out.
+// call sends one operation and decodes its answer into out. The error is a
+// *KMSError for KMS's answer, else the transport's.
 func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
 	endpoint := aws.ToString(c.Config.BaseEndpoint)
 	if endpoint == "" {
 		suffix := "amazonaws.com"
@@ -135,52 +110,8 @@ func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
 		}
 		endpoint = "https://kms." + c.Config.Region + "." + suffix
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(endpoint, "/")+"/", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	req.Header.Set("X-Amz-Target", "TrentService."+op)
-	if c.Config.Credentials == nil {
-		return errors.New("no AWS credentials")
-	}
-	creds, err := c.Config.Credentials.Retrieve(ctx)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(body)
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "kms", c.Config.Region, time.Now().UTC()); err != nil {
-		return err
-	}
-	var client interface {
-		Do(*http.Request) (*http.Response, error)
-	} = http.DefaultClient
-	if c.Config.HTTPClient != nil {
-		client = c.Config.HTTPClient
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK {
-		var e kmsError
-		_ = json.Unmarshal(raw, &e)
-		code := e.Type
-		if i := strings.LastIndexByte(code, '#'); i >= 0 {
-			code = code[i+1:]
-		}
-		msg := e.Message
-		if msg == "" {
-			msg = e.Message2
-		}
-		return &KMSError{Code: code, Message: msg, StatusCode: res.StatusCode}
-	}
-	return json.Unmarshal(raw, out)
+	return awsjson.Do(ctx, c.Config, awsjson.Call{Service: "kms", Endpoint: endpoint,
+		ContentType: "application/x-amz-json-1.1", Target: "TrentService." + op}, in, out)
 }
 
 // GenerateDataKey implements KMSAPI.
