@@ -10,9 +10,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentclock/clockwork/client"
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/app"
@@ -50,8 +51,7 @@ var (
 )
 
 type runner struct {
-	url     string
-	client  *http.Client
+	c       *client.Client
 	timers  func() int
 	drained func() bool
 }
@@ -105,10 +105,19 @@ func main() {
 	r := &runner{timers: a.Timers.Len, drained: func() bool {
 		ch, err := a.Store.ReadFeed(context.Background(), 1)
 		return err == nil && len(ch) == 0
-	}, url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2, MaxConnsPerHost: *concurrency * 2}}}
+	}}
+	// Through the public Go client, as agents call it; one attempt per
+	// call, so that a failure counts as an error rather than a retry's
+	// latency.
+	tr := client.NewTransport()
+	tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = *concurrency*2, *concurrency*2
+	if r.c, err = client.New("http://"+ln.Addr().String(), client.Options{Token: token, HTTPClient: &http.Client{Transport: tr}, MaxAttempts: 1}); err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
 	card := fmt.Sprintf(`{"name":"load","description":"load agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI)
-	if code := r.post("PUT", "/v1/agents/load", []byte(card)); code != 200 {
-		fail(fmt.Errorf("card: %d", code))
+	if _, err := r.c.PutCard(ctx, "load", json.RawMessage(card)); err != nil {
+		fail(fmt.Errorf("card: %w", err))
 	}
 	fmt.Printf("clockwork load: %d cores, GOMAXPROCS %d, %d client connections, durable commits (fsync), data in %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), *concurrency, dir)
 
@@ -117,7 +126,7 @@ func main() {
 	farDue := expect.FormatTime(time.Now().Add(240 * time.Hour))
 	raiseStats := r.phase("raise (1 expectation per request)", func() int {
 		n := seq.Add(1)
-		return r.post("POST", "/v1/agents/load/expectations", raiseBody("r", n, 1, farDue))
+		return status(r.c.Raise(ctx, "load", raiseBody("r", n, 1, farDue)))
 	})
 	// 2. Facts, each satisfying one raised expectation.
 	var fseq atomic.Int64
@@ -127,7 +136,7 @@ func main() {
 		if n > max {
 			n = max + n // beyond the raised ones: matches nothing, still a full fact
 		}
-		return r.post("POST", "/v1/agents/load/facts", factBody("r", n))
+		return status(r.c.ReportFacts(ctx, "load", factBody("r", n)))
 	})
 	_ = raiseStats
 
@@ -146,8 +155,8 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		if code := r.post("POST", "/v1/anticipations", signed); code != 201 {
-			fail(fmt.Errorf("declare: %d", code))
+		if d, err := r.c.DeclareAnticipation(ctx, json.RawMessage(signed)); err != nil || !d.Created {
+			fail(fmt.Errorf("declare: %v", err))
 		}
 	}
 	var conn atomic.Int64
@@ -156,13 +165,8 @@ func main() {
 		n := 0
 		return func() int {
 			n++
-			b, _ := json.Marshal(map[string]any{"event_id": fmt.Sprintf("ev-%d", n), "message_type": "TOOL_REQUEST",
-				"timestamp": expect.FormatTime(time.Now()), "tool": "iam_create_user", "arguments": map[string]any{"n": n}})
-			code := r.post("POST", fmt.Sprintf("/v1/executions/plan-load-%d/events", c), b)
-			if code == 202 {
-				return 200
-			}
-			return code
+			return status(r.c.AppendEvent(ctx, fmt.Sprintf("plan-load-%d", c), &client.Event{EventID: fmt.Sprintf("ev-%d", n), MessageType: "TOOL_REQUEST",
+				Timestamp: expect.FormatTime(time.Now()), Tool: "iam_create_user", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}))
 		}
 	})
 
@@ -190,13 +194,12 @@ func main() {
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var es []map[string]any
+			req := client.RaiseRequest{TaskID: "t", ContextID: "c"}
 			for j := i; j < i+50 && j < *lapses; j++ {
 				due := start.Add(time.Duration(j) * spread / time.Duration(*lapses))
-				es = append(es, expectation("l", int64(j), expect.FormatTime(due)))
+				req.Expectations = append(req.Expectations, expectation("l", int64(j), expect.FormatTime(due)))
 			}
-			b, _ := json.Marshal(map[string]any{"taskId": "t", "contextId": "c", "expectations": es})
-			r.post("POST", "/v1/agents/load/expectations", b)
+			r.c.Raise(ctx, "load", req)
 		}(i)
 	}
 	wg.Wait()
@@ -243,37 +246,35 @@ func (nullSender) Send(context.Context, expect.Card, a2aout.Message) (string, er
 
 func mustTime(s string) time.Time { t, _ := expect.ParseTime(s); return t }
 
-func expectation(prefix string, n int64, due string) map[string]any {
+func expectation(prefix string, n int64, due string) client.Expectation {
 	id := fmt.Sprintf("%s-%d", prefix, n)
-	return map[string]any{"expectationId": id, "kind": "payment", "subject": map[string]any{"type": "invoice", "id": id},
-		"expects": "invoice is paid", "satisfiedBy": map[string]any{"factKey": "paid." + id}, "dueAt": due, "basis": "contract"}
+	return client.Expectation{ExpectationID: id, Kind: "payment", Subject: client.Subject{Type: "invoice", ID: id},
+		Expects: "invoice is paid", SatisfiedBy: client.SatisfiedBy{FactKey: "paid." + id}, DueAt: due, Basis: "contract"}
 }
 
-func raiseBody(prefix string, n int64, count int, due string) []byte {
-	var es []map[string]any
+func raiseBody(prefix string, n int64, count int, due string) client.RaiseRequest {
+	req := client.RaiseRequest{TaskID: "t", ContextID: "c"}
 	for i := int64(0); i < int64(count); i++ {
-		es = append(es, expectation(prefix, n+i, due))
+		req.Expectations = append(req.Expectations, expectation(prefix, n+i, due))
 	}
-	b, _ := json.Marshal(map[string]any{"taskId": "t", "contextId": "c", "expectations": es})
-	return b
+	return req
 }
 
-func factBody(prefix string, n int64) []byte {
-	b, _ := json.Marshal(map[string]any{"facts": []any{map[string]any{"factKey": fmt.Sprintf("paid.%s-%d", prefix, n), "observedAt": expect.FormatTime(time.Now())}}})
-	return b
+func factBody(prefix string, n int64) client.Fact {
+	return client.Fact{FactKey: fmt.Sprintf("paid.%s-%d", prefix, n), ObservedAt: expect.FormatTime(time.Now())}
 }
 
-func (r *runner) post(method, path string, body []byte) int {
-	req, _ := http.NewRequest(method, r.url+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := r.client.Do(req)
-	if err != nil {
-		return 0
+// status is a call's outcome as the phases count it: 200 for a success,
+// the status of an answer that is not one, 0 for a transport error.
+func status[T any](_ T, err error) int {
+	var e *client.Error
+	switch {
+	case err == nil:
+		return 200
+	case errors.As(err, &e):
+		return e.Status
 	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
+	return 0
 }
 
 type stats struct{ p50, p99, mean time.Duration }
@@ -331,8 +332,8 @@ func (r *runner) bulkRaise(prefix string, n int, due string) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			cnt := min(50, n-i)
-			if code := r.post("POST", "/v1/agents/load/expectations", raiseBody(prefix, int64(i), cnt, due)); code != 200 {
-				fail(fmt.Errorf("bulk raise: %d", code))
+			if _, err := r.c.Raise(context.Background(), "load", raiseBody(prefix, int64(i), cnt, due)); err != nil {
+				fail(fmt.Errorf("bulk raise: %w", err))
 			}
 		}(i)
 	}
@@ -354,7 +355,7 @@ func (r *runner) factCost(prefix string, n int, due string) stats {
 	var sum time.Duration
 	for i := 0; i < 2000; i++ {
 		t := time.Now()
-		r.post("POST", "/v1/agents/load/facts", factBody(prefix, int64(i*(n/2000))))
+		r.c.ReportFacts(context.Background(), "load", factBody(prefix, int64(i*(n/2000))))
 		d := time.Since(t)
 		lat = append(lat, d)
 		sum += d
