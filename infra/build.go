@@ -35,7 +35,7 @@ func CheckNode(lookPath func(string) (string, error)) (string, error) {
 	}
 	path, err := lookPath(bin)
 	if err != nil {
-		return "", fmt.Errorf("Node.js (%s) was not found on PATH: the CDK construct library runs on Node.js even for a Go app. "+
+		return "", fmt.Errorf("no Node.js (%s) found on PATH: the CDK construct library runs on Node.js even for a Go app. "+
 			"Install Node.js %d or newer (Debian/Ubuntu: apt-get install nodejs; otherwise https://nodejs.org), "+
 			"check that `node --version` works in this shell, and run synth again", bin, MinNodeMajor)
 	}
@@ -46,7 +46,7 @@ func CheckNode(lookPath func(string) (string, error)) (string, error) {
 	v := strings.TrimSpace(string(out))
 	major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(v, "v"), ".", 2)[0])
 	if major < MinNodeMajor {
-		return "", fmt.Errorf("Node.js %s at %s is too old: the CDK construct library needs Node.js %d or newer; upgrade it and run synth again", v, path, MinNodeMajor)
+		return "", fmt.Errorf("the Node.js %s at %s is too old: the CDK construct library needs Node.js %d or newer; upgrade it and run synth again", v, path, MinNodeMajor)
 	}
 	return v, nil
 }

@@ -258,7 +258,7 @@ func buildBootstraps(t *testing.T, root string) map[string]map[string]string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("go not on PATH: %v", err)
 	}
 	dir := t.TempDir()
 	var pkgs []string

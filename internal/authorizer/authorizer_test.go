@@ -115,7 +115,8 @@ func TestRefreshRevocationAndStaleness(t *testing.T) {
 		}
 		return res.IsAuthorized
 	}
-	if !authorized() || !authorized() || reads.Load() != 1 {
+	first, second := authorized(), authorized()
+	if !first || !second || reads.Load() != 1 {
 		t.Fatalf("first use: %d reads", reads.Load())
 	}
 	current = []byte(`{"tokens":[]}`) // revoked

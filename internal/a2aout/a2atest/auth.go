@@ -221,11 +221,10 @@ type TokenServer struct {
 	// ExpiresIn is the lifetime it gives tokens (seconds).
 	expiresIn atomic.Int64
 
-	mu      sync.Mutex
-	issued  int
-	valid   map[string]time.Time
-	scopes  []string
-	refused int
+	mu     sync.Mutex
+	issued int
+	valid  map[string]time.Time
+	scopes []string
 }
 
 // NewTokenServer starts a token endpoint for one client on 127.0.0.1.

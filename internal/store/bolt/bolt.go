@@ -41,6 +41,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/store"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Settings of the adapter; its key, item and page limits are the store's
@@ -205,7 +206,7 @@ func (s *Store) begin(ctx context.Context) error {
 // dbErr wraps an error of bbolt, mapping the closed-database error to
 // ErrClosed.
 func dbErr(op string, err error) error {
-	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("bolt: %s: %w", op, ErrClosed)
 	}
 	return fmt.Errorf("bolt: %s: %w", op, err)
@@ -330,7 +331,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		var inRange func() bool
 		var step func() ([]byte, []byte)
 		if q.Descending {
-			if k, v = c.Seek(hi); k == nil {
+			if k, _ = c.Seek(hi); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()

@@ -272,8 +272,7 @@ func TestKeyEncodingModel(t *testing.T) {
 	}
 	for q := range 600 {
 		index := q%2 == 1
-		var r0 row
-		r0 = rows[rng.IntN(len(rows))]
+		r0 := rows[rng.IntN(len(rows))]
 		query := store.Query{PK: r0.key.PK, Limit: 1 + rng.IntN(5), Descending: rng.IntN(2) == 0}
 		if index {
 			query.Index, query.PK = store.GSI1, r0.ixk.PK

@@ -764,11 +764,11 @@ func testUpdateFnError(t *testing.T, s store.Store, ns string) {
 	// transaction staged.
 	err = store.Update(ctxT(t), s, func(tx *store.Tx) error {
 		if _, ok, err := tx.Get(ctxT(t), k); err != nil || ok {
-			return fmt.Errorf("Get = %v, %v; want absent", ok, err)
+			return fmt.Errorf("tx.Get = %v, %v; want absent", ok, err)
 		}
 		tx.Put(item(k.PK, k.SK, `{"n":1}`))
 		if it, ok, err := tx.Get(ctxT(t), k); err != nil || !ok || string(it.Data) != `{"n":1}` {
-			return fmt.Errorf("Get after Put = %+v, %v, %v", it, ok, err)
+			return fmt.Errorf("tx.Get after Put = %+v, %v, %v", it, ok, err)
 		}
 		return nil
 	})
@@ -778,11 +778,11 @@ func testUpdateFnError(t *testing.T, s store.Store, ns string) {
 	wantVersion(t, s, k, 1)
 	err = store.Update(ctxT(t), s, func(tx *store.Tx) error {
 		if _, ok, err := tx.Get(ctxT(t), k); err != nil || !ok {
-			return fmt.Errorf("Get = %v, %v; want present", ok, err)
+			return fmt.Errorf("tx.Get = %v, %v; want present", ok, err)
 		}
 		tx.Delete(k)
 		if _, ok, err := tx.Get(ctxT(t), k); err != nil || ok {
-			return fmt.Errorf("Get after Delete = %v, %v; want absent", ok, err)
+			return fmt.Errorf("tx.Get after Delete = %v, %v; want absent", ok, err)
 		}
 		return nil
 	})
