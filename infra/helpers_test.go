@@ -77,11 +77,22 @@ func inCI() bool {
 // in CI (CI=true), where a missing node is a broken machine: it fails.
 func requireNode(t *testing.T) {
 	t.Helper()
+	skipShort(t)
 	if _, err := CheckNode(exec.LookPath); err != nil {
 		if inCI() {
 			t.Fatalf("CI is set and synth cannot run: %v", err)
 		}
 		t.Skipf("skipping synth: %v (with CI=true this fails)", err)
+	}
+}
+
+// skipShort skips a test that builds the functions or synthesizes under
+// go test -short: the developer loop keeps the infra tests that need
+// neither, and the full run (CI) keeps them all.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: builds the functions and synthesizes the stack (the full run does)")
 	}
 }
 
@@ -109,6 +120,7 @@ func repoRoot(t *testing.T) string {
 // builtFunctions builds the three functions once (arm64), as synth does.
 func builtFunctions(t *testing.T) map[string]string {
 	t.Helper()
+	skipShort(t)
 	root := repoRoot(t)
 	out := filepath.Join(testTmp(t), "build")
 	buildOnce.Do(func() { buildDirs, buildErr = BuildFunctions(root, "arm64", out) })

@@ -68,6 +68,9 @@ func TestEmbedded(t *testing.T) {
 // out of order across items, duplicated and cut off mid-batch
 // (awsStreamFaults).
 func TestAWSMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the scenarios run on the embedded default; the full run repeats them on the AWS runtime over moto")
+	}
 	startEmulator(t)
 	before := dynamotest.SetFaults(t, emulatorEndpoint, dynamotest.DefaultFaults)
 	awsStreamFaults = &awsrt.StreamFaults{Reorder: true, Duplicate: 0.1, Cut: 0.1}

@@ -43,6 +43,9 @@ func TestShortCampaign(t *testing.T) {
 // check, and requires zero violations. Without the emulator it skips, or
 // fails when CI=true.
 func TestShortCampaignAWS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the embedded campaign runs; the full run adds the AWS mode over moto")
+	}
 	seed := time.Now().UnixNano()
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
