@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
@@ -19,7 +18,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -151,6 +149,9 @@ type Stack struct {
 	// encryption): the API function may only generate data keys, the
 	// functions that send lapse tasks (stream, clock) may only decrypt.
 	CredentialsKey awskms.Key
+	// Dashboard shows the service's health (observability.go); add rows
+	// with AddDashboardRow.
+	Dashboard awscloudwatch.Dashboard
 }
 
 func s(v string) *string   { return jsii.String(v) }
@@ -553,48 +554,8 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		st.HTTPAPI.AddRoutes(opts)
 	}
 
-	// Alarms, to a topic (subscribe to it, or pass -c alarmEmail=...).
-	st.AlarmTopic = awssns.NewTopic(stack, s("AlarmTopic"), &awssns.TopicProps{TopicName: s(cfg.Name + "-alarms")})
-	if cfg.AlarmEmail != "" {
-		st.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(s(cfg.AlarmEmail), nil))
-	}
-	alarm := func(id, name, desc string, metric awscloudwatch.IMetric, threshold, periods float64) {
-		a := awscloudwatch.NewAlarm(stack, s(id), &awscloudwatch.AlarmProps{
-			AlarmName:          s(cfg.Name + "-" + name),
-			AlarmDescription:   s(desc),
-			Metric:             metric,
-			Threshold:          n(threshold),
-			EvaluationPeriods:  n(periods),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(st.AlarmTopic))
-		st.Alarms = append(st.Alarms, a)
-	}
-	fiveMin := awscdk.Duration_Minutes(n(5))
-	oneMin := awscdk.Duration_Minutes(n(1))
-	alarm("SchedulerDlqDepthAlarm", "scheduler-dlq-depth",
-		"Instants that were not processed are waiting in the scheduler dead-letter queue: see docs/operations.md (Dead letters)",
-		st.SchedulerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
-	alarm("TimerDlqDepthAlarm", "timers-dlq-depth",
-		"Timer messages the clock function failed 5 times are waiting in the timer dead-letter queue (the sweep processed their instants): see docs/operations.md (Dead letters)",
-		st.TimerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
-	alarm("StreamFailureDepthAlarm", "stream-failures-depth",
-		"Stream batches the stream function gave up on are waiting in the stream failure queue: see docs/operations.md (Dead letters)",
-		st.StreamFailureQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Maximum")}), 1, 1)
-	for _, f := range []struct {
-		id, name string
-		fn       awslambda.Function
-	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Stream", "stream", st.Stream}} {
-		alarm(f.id+"ErrorsAlarm", f.name+"-errors", "The "+f.name+" function failed (errors or timeouts) in the last 5 minutes",
-			f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Sum")}), 1, 1)
-	}
-	alarm("ClockThrottlesAlarm", "clock-throttles",
-		"The clock function hit its reserved concurrency: instants are delayed (raise -c clockConcurrency)",
-		st.Clock.MetricThrottles(&awscloudwatch.MetricOptions{Period: fiveMin, Statistic: s("Sum")}), 1, 1)
-	alarm("StreamIteratorAgeAlarm", "stream-iterator-age",
-		"The stream function is more than a minute behind the table's stream for 5 minutes: scheduling and lapse delivery are delayed",
-		st.Stream.Metric(s("IteratorAge"), &awscloudwatch.MetricOptions{Period: oneMin, Statistic: s("Maximum")}), 60_000, 5)
+	// Alarms, who hears them, and the dashboard (observability.go).
+	st.observe(cfg)
 
 	st.APIOutput = awscdk.NewCfnOutput(stack, s("ApiUrl"), &awscdk.CfnOutputProps{
 		Value: st.HTTPStage.Url(), Description: s("Base URL of the HTTP API"),
