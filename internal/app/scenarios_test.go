@@ -48,6 +48,7 @@ var scenarios = []struct {
 	{"AgentRequiresBearer", scenarioAgentRequiresBearer},
 	{"AgentRequiresOAuthAndMTLS", scenarioAgentRequiresOAuthAndMTLS},
 	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
+	{"GoClient", scenarioGoClient},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

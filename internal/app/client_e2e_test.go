@@ -1,0 +1,148 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/client"
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// goClient is the public Go client of the environment's server, as an
+// agent would hold it.
+func (e *testEnv) goClient(token string) *client.Client {
+	e.t.Helper()
+	c, err := client.New(e.srv.URL, client.Options{Token: token, BaseDelay: 10 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// scenarioGoClient runs both protocols through the public Go client: an
+// agent registers its card, raises an expectation that lapses to it and one
+// that a fact satisfies, reads the records back page by page; a bad raise
+// and a foreign token come back as *client.Error naming the field and the
+// status; an ANTICIPATE signed with client.Sign is graded after a plan
+// reported through AppendEvent.
+func scenarioGoClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t)
+	c := e.goClient(adminToken)
+	ag := register(t, e, "1.0")
+	card, err := c.Card(ctx, agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutCard(ctx, agentID, card); err != nil {
+		t.Fatal(err)
+	}
+
+	exp := func(id string, due time.Duration) client.Expectation {
+		return client.Expectation{ExpectationID: id, Kind: "payment", Subject: client.Subject{Type: "invoice", ID: "42"},
+			Expects: "invoice 42 is paid", SatisfiedBy: client.SatisfiedBy{FactKey: "invoice.42." + id}, DueAt: ts(due), Basis: "contract"}
+	}
+	recs, err := c.Raise(ctx, agentID, client.RaiseRequest{TaskID: "task-1", ContextID: "ctx-1",
+		Expectations: []client.Expectation{exp("lapses", 1500*time.Millisecond), exp("kept", time.Hour)}})
+	if err != nil || len(recs) != 2 || recs[0].State != client.StateOpen {
+		t.Fatalf("raise: %v %+v", err, recs)
+	}
+	out, err := c.ReportFacts(ctx, agentID, client.Fact{FactKey: "invoice.42.kept", ObservedAt: ts(0)})
+	if err != nil || !slices.Equal(out[0].Satisfied, []string{"kept"}) {
+		t.Fatalf("fact: %v %+v", err, out)
+	}
+
+	msgs := ag.WaitFor(1, 20*time.Second)
+	var lapsed *client.Record
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if lapsed, err = c.Expectation(ctx, agentID, "lapses"); err != nil {
+			t.Fatal(err)
+		}
+		if lapsed.LapseTaskID != "" {
+			break
+		}
+	}
+	if lapsed.State != client.StateLapsed || lapsed.Lapse == nil || lapsed.Lapse.Lapse != string(expect.Overdue) ||
+		lapsed.Delivery == nil || lapsed.Delivery.MessageID != msgs[0].MessageID {
+		t.Fatalf("lapsed record: %+v (delivery %+v), message %s", lapsed, lapsed.Delivery, msgs[0].MessageID)
+	}
+	// Listings read an index that lags on DynamoDB: read every page again
+	// until both records show their final states.
+	var states []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		states = states[:0]
+		opts := client.ListOptions{SubjectType: "invoice", SubjectID: "42", Limit: 1}
+		for {
+			page, err := c.ListExpectations(ctx, agentID, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Records {
+				states = append(states, r.Expectation.ExpectationID+":"+r.State)
+			}
+			if opts.NextToken = page.NextToken; opts.NextToken == "" {
+				break
+			}
+		}
+		slices.Sort(states)
+		if slices.Equal(states, []string{"kept:satisfied", "lapses:lapsed"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listing: %v", states)
+		}
+	}
+
+	var pe *client.Error
+	bad := exp("bad", time.Hour)
+	bad.Grace = "two hours"
+	if _, err := c.Raise(ctx, agentID, client.RaiseRequest{TaskID: "task-1", ContextID: "ctx-1", Expectations: []client.Expectation{bad}}); !errors.As(err, &pe) || pe.Status != 400 {
+		t.Fatalf("bad grace: %v", err)
+	} else if _, ok := pe.Field("expectations[0].grace"); !ok {
+		t.Fatalf("bad grace does not name expectations[0].grace: %+v", pe.Fields)
+	}
+	if _, err := e.goClient(otherToken).Expectation(ctx, agentID, "kept"); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("a token for another agent: %v", err)
+	}
+
+	// The evaluation loop: the seed, signed by the client.
+	ant := seedMessage(t)
+	ant["anticipation_id"], ant["plan_id"] = "ant-go", "plan-go"
+	signed, err := client.Sign(ant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.DeclareAnticipation(ctx, signed); err != nil || !d.Created {
+		t.Fatalf("declare: %v %+v", err, d)
+	}
+	events := []*client.Event{
+		{MessageType: "TOOL_REQUEST", EventID: "e1", Timestamp: ts(0), Tool: "iam_create_user"},
+		{MessageType: "STEP_COMPLETE", EventID: "e2", Timestamp: ts(0)},
+		{MessageType: "OUTCOME", EventID: "e3", Timestamp: ts(0), Variables: map[string]any{"target_username": "alice"}, Observations: []client.Observation{
+			{Call: "user_exists", Args: []any{"alice"}, Value: true}, {Call: "group_member", Args: []any{"alice", "engineering"}, Value: true},
+			{Call: "policy_count", Args: []any{"alice"}, Value: 3}, {Call: "group_policy_count", Args: []any{"engineering"}, Value: 3}}},
+		{MessageType: "PLAN_COMPLETE", EventID: "e4", Timestamp: ts(0)},
+	}
+	for _, ev := range events {
+		if _, err := c.AppendEvent(ctx, "plan-go", ev); err != nil {
+			t.Fatalf("event %s: %v", ev.EventID, err)
+		}
+	}
+	var vs []client.Verification
+	for deadline := time.Now().Add(20 * time.Second); len(vs) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if vs, err = c.Verifications(ctx, "ant-go"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(vs) != 1 || vs[0].Verdict != "PASS" {
+		t.Fatalf("verifications: %+v", vs)
+	}
+	page, err := c.ListEvents(ctx, "plan-go", client.EventsOptions{})
+	if err != nil || len(page.Events) != 4 || page.Events[3].Digest != vs[0].ExecutionDigest {
+		t.Fatalf("events: %v %+v", err, page)
+	}
+}
