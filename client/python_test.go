@@ -50,7 +50,8 @@ func TestGeneratedPythonClient(t *testing.T) {
 
 	gen := exec.Command(filepath.Join(bin, "openapi-python-client"), "generate", "--url", url+"/openapi.json", "--meta", "none", "--output-path", pkg)
 	// The generator formats its output with ruff, from the same virtualenv.
-	gen.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Both commands fetch from loopback: never through a proxy the environment names.
+	gen.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	gen.Dir = dir
 	out, err := gen.CombinedOutput()
 	if err != nil {
@@ -67,7 +68,7 @@ func TestGeneratedPythonClient(t *testing.T) {
 
 	const agent = "python-agent"
 	run := exec.Command(python, "testdata/openapi-python/roundtrip.py", url, testToken, agent)
-	run.Env = append(os.Environ(), "PYTHONPATH="+dir, "PYTHONDONTWRITEBYTECODE=1")
+	run.Env = append(os.Environ(), "PYTHONPATH="+dir, "PYTHONDONTWRITEBYTECODE=1", "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	if err := run.Run(); err != nil {
