@@ -243,7 +243,7 @@ func (c *Client) do(ctx context.Context, k call) error {
 		target += "?" + k.query
 	}
 	for attempt := 1; ; attempt++ {
-		err, retry, after := c.attempt(ctx, k, target, body)
+		retry, after, err := c.attempt(ctx, k, target, body)
 		if err == nil {
 			return nil
 		}
@@ -280,9 +280,9 @@ func (c *Client) backoff(n int) time.Duration {
 	return time.Duration(rand.Int64N(int64(d)) + 1)
 }
 
-// attempt makes one request. It returns the call's error, whether the call
-// may be retried, and the Retry-After the server asked for.
-func (c *Client) attempt(ctx context.Context, k call, target string, body *sharedBody) (err error, retry bool, after time.Duration) {
+// attempt makes one request. It returns whether the call may be retried,
+// the Retry-After the server asked for, and the call's error.
+func (c *Client) attempt(ctx context.Context, k call, target string, body *sharedBody) (retry bool, after time.Duration, err error) {
 	var rc io.ReadCloser
 	if body != nil {
 		rc = body.reader()
@@ -292,7 +292,7 @@ func (c *Client) attempt(ctx context.Context, k call, target string, body *share
 		if rc != nil {
 			rc.Close()
 		}
-		return fmt.Errorf("client: %s %s: %w", k.method, k.path, err), false, 0
+		return false, 0, fmt.Errorf("client: %s %s: %w", k.method, k.path, err)
 	}
 	if body != nil {
 		req.ContentLength = int64(body.buf.Len())
@@ -307,9 +307,9 @@ func (c *Client) attempt(ctx context.Context, k call, target string, body *share
 	res, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("client: %s %s: %w", k.method, k.path, ctx.Err()), false, 0
+			return false, 0, fmt.Errorf("client: %s %s: %w", k.method, k.path, ctx.Err())
 		}
-		return fmt.Errorf("client: %s %s: %w", k.method, k.path, err), !k.once || notSent(err), 0
+		return !k.once || notSent(err), 0, fmt.Errorf("client: %s %s: %w", k.method, k.path, err)
 	}
 	defer res.Body.Close()
 	if k.status != nil {
@@ -318,20 +318,20 @@ func (c *Client) attempt(ctx context.Context, k call, target string, body *share
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		if k.stream != nil {
 			if _, err := io.Copy(k.stream, res.Body); err != nil {
-				return fmt.Errorf("client: %s %s: reading the answer: %w", k.method, k.path, err), false, 0
+				return false, 0, fmt.Errorf("client: %s %s: reading the answer: %w", k.method, k.path, err)
 			}
-			return nil, false, 0
+			return false, 0, nil
 		}
 		if err := c.decode(res, k.out); err != nil {
-			return fmt.Errorf("client: %s %s: reading the answer: %w", k.method, k.path, err), !k.once, 0
+			return !k.once, 0, fmt.Errorf("client: %s %s: reading the answer: %w", k.method, k.path, err)
 		}
-		return nil, false, 0
+		return false, 0, nil
 	}
 	e := c.readError(res)
 	e.Method, e.Path = k.method, k.path
 	retry = res.StatusCode == http.StatusTooManyRequests ||
 		(!k.once && res.StatusCode >= 500 && res.StatusCode != http.StatusNotImplemented)
-	return e, retry, e.RetryAfter
+	return retry, e.RetryAfter, e
 }
 
 // notSent reports whether a transport error happened before the request
