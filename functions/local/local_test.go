@@ -234,3 +234,100 @@ func TestKill9LosesNothing(t *testing.T) {
 	}
 	t.Logf("raised %d, satisfied %d, lapsed and delivered %d, agent messages %d, 4 kill -9 rounds", len(raised), len(satisfied), len(lapsed), len(agent.Received()))
 }
+
+// TestKill9RestartCatchesUpWhatCameDue kills the server (SIGKILL) with
+// expectations open: some due while it is down, more due an hour later.
+// It is killed again in the middle of the catch-up. After the last restart
+// every expectation that came due lapses and reaches the agent under one
+// messageId, the later ones stay open, and the server answers at once.
+func TestKill9RestartCatchesUpWhatCameDue(t *testing.T) {
+	bin := buildServer(t)
+	data := t.TempDir()
+	agent := a2atest.NewAgent(t, "1.0")
+	s := startServer(t, bin, "-data", data)
+	token := s.token
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	os.WriteFile(tokens, []byte(fmt.Sprintf(`{"tokens":[{"token":%q,"principal":"ops","scopes":["agents:write","expectations:write","read"],"agents":["*"]}]}`, token)), 0o600)
+	if code, b := s.call(t, "PUT", "/v1/agents/agent-1", agent.Card()); code != 200 {
+		t.Fatalf("card: %d %s", code, b)
+	}
+	raise := func(prefix string, n int, due func(i int) time.Time) {
+		for i := 0; i < n; i += 50 {
+			var es []any
+			for j := i; j < min(i+50, n); j++ {
+				id := fmt.Sprintf("%s-%03d", prefix, j)
+				es = append(es, map[string]any{"expectationId": id, "kind": "payment", "subject": map[string]any{"type": "invoice", "id": id},
+					"expects": "paid", "satisfiedBy": map[string]any{"factKey": "paid." + id}, "dueAt": expect.FormatTime(due(j)), "basis": "contract"})
+			}
+			if code, b := s.call(t, "POST", "/v1/agents/agent-1/expectations", map[string]any{"taskId": "task-1", "contextId": "ctx-1", "expectations": es}); code != 200 {
+				t.Fatalf("raise: %d %s", code, b)
+			}
+		}
+	}
+	const nDue, nLater = 200, 400
+	firstDue := time.Now().Add(3 * time.Second)
+	raise("later", nLater, func(int) time.Time { return time.Now().Add(time.Hour) })
+	raise("due", nDue, func(i int) time.Time { return firstDue.Add(time.Duration(i) * 5 * time.Millisecond) })
+	s.kill9()
+	time.Sleep(time.Until(firstDue.Add(nDue*5*time.Millisecond + 200*time.Millisecond)))
+	s = startServer(t, bin, "-data", data, "-tokens", tokens)
+	s.token = token
+	time.Sleep(30 * time.Millisecond)
+	s.kill9()
+	s = startServer(t, bin, "-data", data, "-tokens", tokens)
+	s.token = token
+	defer s.kill9()
+	if code, _ := s.call(t, "GET", "/v1/agents/agent-1/expectations/later-000", nil); code != 200 {
+		t.Fatalf("read after restart: %d", code)
+	}
+	lapsed := map[string]string{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(lapsed) < nDue {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d expectations due while down lapsed and were delivered", len(lapsed), nDue)
+		}
+		time.Sleep(100 * time.Millisecond)
+		for i := 0; i < nDue; i++ {
+			id := fmt.Sprintf("due-%03d", i)
+			if _, ok := lapsed[id]; ok {
+				continue
+			}
+			code, b := s.call(t, "GET", "/v1/agents/agent-1/expectations/"+id, nil)
+			if code != 200 {
+				t.Fatalf("%s: %d %s", id, code, b)
+			}
+			var r expect.Record
+			json.Unmarshal(b, &r)
+			if r.State == expect.StateLapsed && r.LapseTaskID != "" {
+				lapsed[id] = r.Delivery.MessageID
+			}
+		}
+	}
+	seen := map[string]map[string]bool{}
+	for _, m := range agent.Received() {
+		md, _ := m.Metadata[expect.URI].(map[string]any)
+		l, _ := md["lapse"].(map[string]any)
+		id, _ := l["expectationId"].(string)
+		if seen[id] == nil {
+			seen[id] = map[string]bool{}
+		}
+		seen[id][m.MessageID] = true
+	}
+	for id, mid := range lapsed {
+		if len(seen[id]) != 1 || !seen[id][mid] {
+			t.Fatalf("lapse of %s reached the agent under messageIds %v, want exactly %s", id, seen[id], mid)
+		}
+	}
+	if len(seen) != nDue {
+		t.Fatalf("the agent got lapses of %d expectations, want %d", len(seen), nDue)
+	}
+	for _, i := range []int{0, nLater / 2, nLater - 1} {
+		code, b := s.call(t, "GET", fmt.Sprintf("/v1/agents/agent-1/expectations/later-%03d", i), nil)
+		var r expect.Record
+		json.Unmarshal(b, &r)
+		if code != 200 || r.State != expect.StateOpen {
+			t.Fatalf("later-%03d: %d %s", i, code, r.State)
+		}
+	}
+	t.Logf("%d due while down: lapsed and delivered once each after two kill -9; %d due later still open", nDue, nLater)
+}

@@ -75,6 +75,10 @@ type Config struct {
 	AgentHTTPClient *http.Client
 	// Lateness observes how late instants fire.
 	Lateness func(time.Duration)
+	// TimerLookahead is how far ahead the timers hold instants (default
+	// timers.DefaultLookahead); later ones are read from the store when
+	// the window reaches them.
+	TimerLookahead time.Duration
 }
 
 // App is a running embedded runtime.
@@ -83,6 +87,8 @@ type App struct {
 	Watcher *watcher.Service
 	Eval    *evaluation.Service
 	Timers  *timers.Timers
+	// Window loads the timers with the instants of the next minutes.
+	Window  *timers.Window
 	Outbox  *outbox.Outbox
 	Feed    *feed.Processor
 	Handler *httpapi.Handler
@@ -97,9 +103,10 @@ type App struct {
 }
 
 // Start opens the store and starts the feed, the timers and the outbox. It
-// replays the unacknowledged feed, rebuilds the timers of every open
-// expectation (instants that passed while the process was down fire at
-// once) and re-enqueues undelivered lapses.
+// returns without reading the open expectations: in the background it
+// replays the unacknowledged feed, loads the timers' window (instants that
+// passed while the process was down fire first, oldest first; then the
+// next minutes, a minute at a time) and re-enqueues undelivered lapses.
 func Start(cfg Config) (*App, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -155,22 +162,18 @@ func Start(cfg Config) (*App, error) {
 		evalOpt.SigningKey = key
 	}
 	a.Eval = evaluation.New(st, evalOpt)
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
+	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	// Rebuild before consuming the feed; both paths are idempotent.
-	n := 0
-	if err := a.Watcher.ForEachOpen(ctx, func(r *expect.Record) error {
-		n++
-		return a.Timers.Schedule(ctx, expect.Instants(r))
-	}); err != nil {
-		cancel()
-		st.Close()
-		return nil, fmt.Errorf("rebuild timers: %w", err)
-	}
+	// The window's end is set before the feed is consumed, so the timers
+	// hold only the window from the first change on; the window is loaded
+	// in the background (both paths are idempotent).
+	a.Window.Prime()
+	a.run(func() { a.Window.Run(ctx) })
 	// Undelivered lapses are re-enqueued in the background, so a large
 	// backlog does not delay serving requests after a restart.
 	a.run(func() {
@@ -178,7 +181,7 @@ func Start(cfg Config) (*App, error) {
 			cfg.Log.Error("recover outbox", "err", err)
 		}
 	})
-	cfg.Log.Info("embedded runtime started", "data", cfg.DataDir, "openExpectations", n, "timers", a.Timers.Len())
+	cfg.Log.Info("embedded runtime started", "data", cfg.DataDir, "timerWindowEnd", expect.FormatTime(a.Window.End()))
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
 	if !cfg.PauseFeed {

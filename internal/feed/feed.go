@@ -57,6 +57,12 @@ type Processor struct {
 	Current func(ctx context.Context, agentID, expectationID string) (*expect.Record, error)
 	// Handlers maps other record types to their handlers.
 	Handlers map[string]Handler
+	// ScheduleAll hands the Scheduler every current instant of a changed
+	// expectation, not only those the change added. A clock that holds
+	// only a window of upcoming instants (the embedded timers.Window) needs
+	// it: when an expectation's earlier instant passes, it learns of the
+	// later ones, which it may not have held.
+	ScheduleAll bool
 }
 
 // Handle processes one change. An error means the change must be retried.
@@ -126,6 +132,11 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 		now := instants(cur)
 		add = minus(now, instants(oldR))
 		del = minus(append(instants(oldR), instants(newR)...), now)
+		if p.ScheduleAll {
+			add = now
+		}
+	} else if p.ScheduleAll {
+		add = instants(newR)
 	}
 	if p.Scheduler != nil {
 		if len(add) > 0 {

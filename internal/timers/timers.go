@@ -1,9 +1,13 @@
 // Package timers is the embedded clock adapter: in-process timers for the
 // due, grace-end and horizon instants of open expectations. The timers
-// themselves are memory only; they are durable because the store is: at
-// start the caller rebuilds them from the open expectations (an instant
-// that passed while the process was down fires at once), and every later
-// change reaches Schedule through the change feed.
+// themselves are memory only; they are durable because the store is. They
+// hold only a window of upcoming instants (Window): the store keeps open
+// expectations ordered by their next instant, so the window is loaded from
+// it as time advances, the instants that passed while the process was down
+// are caught up in the background, oldest first, and every change inside
+// the window reaches Schedule through the change feed. Memory and restart
+// time therefore depend on the instants of the next few minutes, not on
+// how many expectations are open.
 package timers
 
 import (
@@ -49,8 +53,9 @@ type FireFunc func(ctx context.Context, ins []expect.Instant) error
 // maxFire bounds the instants one worker hands to FireFunc at once.
 const maxFire = 50
 
-// Timers is a durable-by-rebuild timer wheel (a min-heap with one
-// dispatcher goroutine and a pool of workers).
+// Timers is a timer heap (a min-heap with one dispatcher goroutine and a
+// pool of workers) that holds the instants of expectations whose next
+// instant is before its limit (see SetLimit and Window).
 type Timers struct {
 	fire    FireFunc
 	now     func() time.Time
@@ -60,6 +65,7 @@ type Timers struct {
 	mu    sync.Mutex
 	h     entryHeap
 	byKey map[key]*entry
+	limit time.Time
 	wake  chan struct{}
 	work  chan expect.Instant
 
@@ -81,9 +87,51 @@ func keyOf(in expect.Instant) key {
 	return key{agent: in.AgentID, id: in.ExpectationID, kind: in.Kind, at: in.At.UnixNano()}
 }
 
-// Schedule adds instants; one already scheduled is ignored. It never fails.
+// SetLimit sets the end of the window the timers hold: from now on
+// Schedule keeps the instants of an expectation only when one of them is
+// before limit (all of them then, so that its later instants need not be
+// loaded again). The zero limit, the default, keeps every instant.
+// Instants already held stay.
+func (t *Timers) SetLimit(limit time.Time) {
+	t.mu.Lock()
+	t.limit = limit
+	t.mu.Unlock()
+}
+
+// Limit returns the end of the window (zero: no limit).
+func (t *Timers) Limit() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.limit
+}
+
+// Schedule adds instants; one already scheduled is ignored, and so are the
+// instants of an expectation that are all at or after the limit (the
+// Window loads them from the store when it gets there). Give it all of an
+// expectation's current instants at once (feed.Processor.ScheduleAll). It
+// never fails.
 func (t *Timers) Schedule(_ context.Context, ins []expect.Instant) error {
 	t.mu.Lock()
+	for _, group := range byExpectation(ins) {
+		if !Within(group, t.limit) {
+			continue
+		}
+		t.pushLocked(group)
+	}
+	t.mu.Unlock()
+	t.signal()
+	return nil
+}
+
+// push adds instants whatever the limit.
+func (t *Timers) push(ins []expect.Instant) {
+	t.mu.Lock()
+	t.pushLocked(ins)
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *Timers) pushLocked(ins []expect.Instant) {
 	for _, in := range ins {
 		k := keyOf(in)
 		if _, ok := t.byKey[k]; ok {
@@ -93,12 +141,32 @@ func (t *Timers) Schedule(_ context.Context, ins []expect.Instant) error {
 		t.byKey[k] = e
 		heap.Push(&t.h, e)
 	}
-	t.mu.Unlock()
+}
+
+func (t *Timers) signal() {
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// waitDispatched blocks until no held instant at or before upTo (and
+// already due) is left to hand to the workers, or ctx ends. The Window's
+// catch-up uses it to hold only a bounded part of a backlog at once.
+func (t *Timers) waitDispatched(ctx context.Context, upTo time.Time) error {
+	for {
+		t.mu.Lock()
+		waiting := len(t.h) > 0 && !t.h[0].in.At.After(upTo) && !t.h[0].in.At.After(t.now())
+		t.mu.Unlock()
+		if !waiting {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Cancel removes instants; unknown ones are ignored. It never fails.
@@ -216,13 +284,14 @@ func (t *Timers) handle(ctx context.Context, ins []expect.Instant) {
 			return
 		}
 		if attempt >= 8 {
-			// Give the instants back to the heap rather than lose them.
+			// Give the instants back to the heap rather than lose them
+			// (whatever the limit: they were already loaded).
 			t.log.Error("instants failed repeatedly; rescheduling", "count", len(ins), "err", err)
 			later := t.now().Add(5 * time.Second)
 			for i := range ins {
 				ins[i].At = later
 			}
-			_ = t.Schedule(ctx, ins)
+			t.push(ins)
 			return
 		}
 		select {

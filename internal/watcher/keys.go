@@ -85,8 +85,11 @@ func openShard(agent, id string) string {
 	h.Write([]byte(agent))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
-	return fmt.Sprintf("OPEN#%02d", h.Sum32()%OpenShards)
+	return openShardPK(int(h.Sum32() % OpenShards))
 }
+
+// openShardPK is the gsi5 partition of one shard of open expectations.
+func openShardPK(shard int) string { return fmt.Sprintf("OPEN#%02d", shard) }
 
 // Outbox and dead-letter partitions of gsi5.
 const (

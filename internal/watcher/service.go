@@ -708,16 +708,6 @@ func (s *Service) ForEachIndexed(ctx context.Context, pk string, fn func(*expect
 	}
 }
 
-// ForEachOpen calls fn with every open expectation (to rebuild timers).
-func (s *Service) ForEachOpen(ctx context.Context, fn func(*expect.Record) error) error {
-	for i := 0; i < OpenShards; i++ {
-		if err := s.ForEachIndexed(ctx, fmt.Sprintf("OPEN#%02d", i), fn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // UpdateRecord applies fn to one record in a read-modify-write with retry.
 // fn returns the new record and whether to write it. A missing record is a
 // NotFound error.
