@@ -7,8 +7,11 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 )
 
 func main() {
-	lambda.Start(httpadapter.NewV2(awsrt.MustStart().HTTP()).ProxyWithContext)
+	rt := awsrt.MustStartAPI()
+	mcpapi.Mount(rt.Handler)
+	lambda.Start(httpadapter.NewV2(rt.HTTP()).ProxyWithContext)
 }

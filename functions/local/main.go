@@ -24,6 +24,7 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/outbox"
 )
 
@@ -142,6 +143,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
+		mcpapi.Mount(rt.Handler)
 		handler = rt.HTTP()
 		closeRuntime = func() error { local.Close(); return nil }
 		log.Info("AWS mode", "endpoint", *awsEndpoint, "table", *table, "scheduleGroup", *group)

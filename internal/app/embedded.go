@@ -24,6 +24,7 @@ import (
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/httpapi"
 	"github.com/agentclock/clockwork/internal/judge"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store"
@@ -166,6 +167,7 @@ func Start(cfg Config) (*App, error) {
 	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
+	mcpapi.Mount(a.Handler)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel

@@ -20,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -191,6 +192,7 @@ func (e *testEnv) restartAWS() {
 		e.t.Fatal(err)
 	}
 	e.rt, e.local = rt, local
+	mcpapi.Mount(rt.Handler) // as functions/api and the local AWS mode do
 	e.srv = httptest.NewServer(rt.HTTP())
 }
 

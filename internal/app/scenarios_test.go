@@ -49,6 +49,7 @@ var scenarios = []struct {
 	{"AgentRequiresOAuthAndMTLS", scenarioAgentRequiresOAuthAndMTLS},
 	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
 	{"GoClient", scenarioGoClient},
+	{"MCPTools", scenarioMCPTools},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

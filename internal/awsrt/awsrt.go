@@ -203,6 +203,51 @@ func AWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 
 // New assembles the runtime. Errors name what is missing or unreachable.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	r, err := newCore(ctx, cfg, newJudge)
+	if err != nil {
+		return nil, err
+	}
+	r.startWorkers()
+	return r, nil
+}
+
+// NewAPI assembles what the API function serves: the store, the watcher
+// and evaluation services and the HTTP handler. The API never grades,
+// delivers lapse tasks nor schedules instants (the stream and clock
+// functions do), so the runtime has no judge, outbox, clock or feed, and
+// the API bootstrap links neither the model judges (Bedrock), the A2A
+// sender nor the Scheduler, Streams and SQS clients: that keeps it within
+// its size budget (functions/lambdatest) with the MCP endpoint added.
+// Errors are New's.
+func NewAPI(ctx context.Context, cfg Config) (*Runtime, error) {
+	return newCore(ctx, cfg, nil)
+}
+
+// newJudge builds the model judge the configuration names (nil for none).
+func newJudge(ctx context.Context, r *Runtime) (evaluation.Judge, error) {
+	cfg := r.Config
+	if cfg.JudgeAPIKey == "" && cfg.JudgeAPIKeyParameter != "" {
+		key, err := r.parameter(ctx, cfg.JudgeAPIKeyParameter)
+		if err != nil {
+			return nil, fmt.Errorf("JUDGE_API_KEY_PARAMETER: %w", err)
+		}
+		cfg.JudgeAPIKey = strings.TrimSpace(key)
+	}
+	ac := r.AWS
+	j, err := judge.New(ctx, judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
+		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: &ac})
+	if err != nil {
+		return nil, fmt.Errorf("JUDGE_KIND: %w", err)
+	}
+	if j == nil {
+		return nil, nil
+	}
+	return j, nil
+}
+
+// newCore assembles the store, the services and the HTTP handler; judge,
+// when not nil, builds the evaluation service's model judge.
+func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runtime) (evaluation.Judge, error)) (*Runtime, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -215,29 +260,20 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{Config: cfg, AWS: ac, Log: cfg.Log}
 	r.DynamoDB = dynamodb.NewFromConfig(ac)
-	r.Streams = dynamodbstreams.NewFromConfig(ac)
-	r.Scheduler = awsscheduler.NewFromConfig(ac)
-	r.SQS = awsclient.NewSQSSender(ac)
 	r.Store = dynamo.New(r.DynamoDB, cfg.Table)
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
 
 	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher}
-	if cfg.JudgeAPIKey == "" && cfg.JudgeAPIKeyParameter != "" {
-		key, err := r.parameter(ctx, cfg.JudgeAPIKeyParameter)
+	if judge != nil {
+		j, err := judge(ctx, r)
 		if err != nil {
-			return nil, fmt.Errorf("JUDGE_API_KEY_PARAMETER: %w", err)
+			return nil, err
 		}
-		cfg.JudgeAPIKey = strings.TrimSpace(key)
-	}
-	j, err := judge.New(ctx, judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
-		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: &ac})
-	if err != nil {
-		return nil, fmt.Errorf("JUDGE_KIND: %w", err)
-	}
-	if j != nil {
-		evalOpt.Judge = j
+		if j != nil {
+			evalOpt.Judge = j
+		}
 	}
 	if cfg.SigningKey == nil && cfg.SigningKeyParameter != "" {
 		seed, err := r.parameter(ctx, cfg.SigningKeyParameter)
@@ -258,19 +294,6 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		sealer = &credentials.KMS{Client: &credentials.KMSClient{Config: ac}, KeyID: cfg.CredentialsKeyID}
 	}
 	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
-	client := cfg.AgentHTTPClient
-	if client == nil {
-		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
-	}
-	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
-		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout}, cfg.Log)
-	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
-		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
-		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
-		SQS: r.SQS, QueueURL: cfg.TimerQueueURL, Precision: cfg.SchedulerPrecision, DirectWindow: cfg.DirectWindow,
-	})
-	r.inline = &inlineOutbox{}
-	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
 
 	var authn httpapi.Authenticator = authorizer.Gateway{Log: cfg.Log}
 	if !cfg.TrustAuthorizer {
@@ -286,6 +309,30 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.Handler.MaxBundleBytes = httpapi.LambdaBundleBytes
 	r.Handler.Credentials = r.Credentials
 	return r, nil
+}
+
+// startWorkers adds what the stream and clock functions (and the local AWS
+// mode) run besides the API: the Streams, Scheduler and SQS clients, the
+// outbox with its A2A sender, the Scheduler clock and the change-feed
+// processor.
+func (r *Runtime) startWorkers() {
+	cfg, ac := r.Config, r.AWS
+	r.Streams = dynamodbstreams.NewFromConfig(ac)
+	r.Scheduler = awsscheduler.NewFromConfig(ac)
+	r.SQS = awsclient.NewSQSSender(ac)
+	client := cfg.AgentHTTPClient
+	if client == nil {
+		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
+	}
+	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout}, cfg.Log)
+	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
+		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
+		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
+		SQS: r.SQS, QueueURL: cfg.TimerQueueURL, Precision: cfg.SchedulerPrecision, DirectWindow: cfg.DirectWindow,
+	})
+	r.inline = &inlineOutbox{}
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
 }
 
 func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error) {
@@ -316,7 +363,12 @@ func (r *Runtime) HTTP() http.Handler { return r.Handler }
 // configuration from the environment and assemble the runtime, logging JSON
 // to stderr. A configuration or start error is logged and exits the
 // process, so the failure shows as an init error of the function.
-func MustStart() *Runtime {
+func MustStart() *Runtime { return mustStart(New) }
+
+// MustStartAPI is MustStart for the API function: the runtime of NewAPI.
+func MustStartAPI() *Runtime { return mustStart(NewAPI) }
+
+func mustStart(assemble func(context.Context, Config) (*Runtime, error)) *Runtime {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg, err := FromEnv()
 	if err != nil {
@@ -324,7 +376,7 @@ func MustStart() *Runtime {
 		os.Exit(1)
 	}
 	cfg.Log = log
-	rt, err := New(context.Background(), cfg)
+	rt, err := assemble(context.Background(), cfg)
 	if err != nil {
 		log.Error("start", "err", err)
 		os.Exit(1)

@@ -14,24 +14,40 @@ import (
 
 // readBody reads the whole body within the handler's limit.
 func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+	return h.readBodyWithin(r, h.MaxBody, maxDepth)
+}
+
+// readBodyWithin reads the whole body within limit bytes and depth levels
+// of JSON nesting (checkBody).
+func (h *Handler) readBodyWithin(r *http.Request, limit int64, depth int) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.Contains(ct, "json") {
 		return nil, errs.Fields("unsupported content type", []errs.FieldError{{Path: "Content-Type", Message: "must be application/json"}})
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.MaxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, errs.E(errs.TooLarge, "request body exceeds %d bytes", h.MaxBody)
+		return nil, errs.E(errs.TooLarge, "request body exceeds %d bytes", limit)
 	}
 	if err != nil {
 		return nil, errs.E(errs.Invalid, "could not read the request body")
 	}
+	return b, checkBody(b, limit, depth)
+}
+
+// checkBody refuses an empty JSON text, one over limit bytes and one nested
+// deeper than depth: the bounds of every request body, and of an MCP tool's
+// arguments.
+func checkBody(b []byte, limit int64, depth int) error {
+	if int64(len(b)) > limit {
+		return errs.E(errs.TooLarge, "request body exceeds %d bytes", limit)
+	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, errs.Fields("empty body", []errs.FieldError{{Path: "", Message: "a JSON body is required"}})
+		return errs.Fields("empty body", []errs.FieldError{{Path: "", Message: "a JSON body is required"}})
 	}
-	if depth := jsonDepth(b); depth > maxDepth {
-		return nil, errs.Fields("body nested too deeply", []errs.FieldError{{Path: "", Message: fmt.Sprintf("JSON nesting deeper than %d", maxDepth)}})
+	if d := jsonDepth(b); d > depth {
+		return errs.Fields("body nested too deeply", []errs.FieldError{{Path: "", Message: fmt.Sprintf("JSON nesting deeper than %d", depth)}})
 	}
-	return b, nil
+	return nil
 }
 
 const maxDepth = 32

@@ -1,15 +1,19 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 )
 
-func actsFor(r *http.Request) evaluation.Authorizer {
-	p := PrincipalOf(r.Context())
+func actsFor(r *http.Request) evaluation.Authorizer { return actsForCtx(r.Context()) }
+
+func actsForCtx(ctx context.Context) evaluation.Authorizer {
+	p := PrincipalOf(ctx)
 	return func(agentID string) bool { return p != nil && p.ActsFor(agentID) }
 }
 
@@ -18,7 +22,7 @@ func (h *Handler) declare(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, created, err := h.Eval.Declare(r.Context(), b, PrincipalOf(r.Context()).Name, actsFor(r))
+	out, created, err := h.declareOp(r.Context(), b)
 	if err != nil {
 		return err
 	}
@@ -28,6 +32,11 @@ func (h *Handler) declare(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, status, out)
 	return nil
+}
+
+// declareOp is shared by the route and its MCP tool (tools.go).
+func (h *Handler) declareOp(ctx context.Context, raw []byte) (evaluation.Declared, bool, error) {
+	return h.Eval.Declare(ctx, raw, PrincipalOf(ctx).Name, actsForCtx(ctx))
 }
 
 func (h *Handler) replace(w http.ResponseWriter, r *http.Request) error {
@@ -70,17 +79,24 @@ func (h *Handler) listVerifications(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// eventArgs are the route's path parameter and body (the event, kept as
+// sent) in one object, for its MCP tool.
+type eventArgs struct {
+	PlanID string          `json:"planId"`
+	Event  json.RawMessage `json:"event"`
+}
+
 func (h *Handler) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	b, err := h.readBody(r)
 	if err != nil {
 		return err
 	}
-	out, err := h.Eval.AppendEvent(r.Context(), r.PathValue("planId"), b, actsFor(r))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, out)
-	return nil
+	out, err := h.appendEventOp(r.Context(), &eventArgs{PlanID: r.PathValue("planId"), Event: b})
+	return respond(w, http.StatusAccepted, out, err)
+}
+
+func (h *Handler) appendEventOp(ctx context.Context, in *eventArgs) (evaluation.Appended, error) {
+	return h.Eval.AppendEvent(ctx, in.PlanID, in.Event, actsForCtx(ctx))
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {

@@ -43,6 +43,9 @@ type Handler struct {
 	// MaxBundleBytes bounds an evidence bundle's response (0: streamed,
 	// unbounded); see LambdaBundleBytes.
 	MaxBundleBytes int64
+	// MCP serves POST /mcp once the handler has authorised the request
+	// (internal/mcpapi.Mount sets it; nil answers 404).
+	MCP http.Handler
 
 	mux      *http.ServeMux
 	patterns []string
@@ -97,6 +100,8 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/verifications/{verificationId}/bundle", Scope: auth.Read, Eval: true, fn: h.bundle},
 		{Pattern: "POST /v1/verifications/{verificationId}/grades", Scope: auth.GradesWrite, Eval: true, fn: h.grade},
 		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
+		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
+		{Pattern: "POST /mcp", fn: h.mcp},
 	}
 }
 

@@ -42,9 +42,11 @@ type Problem struct {
 	Errors []errs.FieldError `json:"errors,omitempty"`
 }
 
-// writeError answers err as application/problem+json. Internal errors are
-// logged with the request and answered without their details.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+// ProblemOf returns the problem details that answer err, and whether err is
+// internal: then its details are withheld from the answer and the caller
+// must log it. The HTTP routes and the MCP tools (internal/mcpapi) answer
+// every error with it.
+func ProblemOf(err error) (p Problem, internal bool) {
 	if errors.Is(err, store.ErrTooLarge) {
 		// Within the body limit but over what one record may hold: the
 		// client's to fix, like an oversized body.
@@ -52,16 +54,26 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	code := errs.CodeOf(err)
 	status := statusOf(code)
-	p := Problem{Type: "about:blank", Title: http.StatusText(status), Status: status}
+	p = Problem{Type: "about:blank", Title: http.StatusText(status), Status: status}
 	var e *errs.Error
 	if errors.As(err, &e) && code != errs.Internal {
 		p.Detail = e.Message
 		p.Errors = e.Fields
 		p.Type = "https://clockwork.dev/problems/" + strings.ReplaceAll(string(code), "_", "-")
-	} else {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		p.Detail = "internal error; it has been logged"
+		return p, false
 	}
+	p.Detail = "internal error; it has been logged"
+	return p, true
+}
+
+// writeError answers err as application/problem+json. Internal errors are
+// logged with the request and answered without their details.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	p, internal := ProblemOf(err)
+	if internal {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	status := p.Status
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clockwork"`)
 	}
@@ -75,4 +87,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// respond answers an operation's result v with status, or returns its error
+// err for the route to answer.
+func respond[T any](w http.ResponseWriter, status int, v T, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, v)
+	return nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -36,26 +37,51 @@ type recordsResponse struct {
 	NextToken string           `json:"nextToken,omitempty"`
 }
 
+// The operations below are shared by each route and its MCP tool
+// (tools.go): the arguments are the route's path parameters, query and
+// body in one object.
+
+type raiseArgs struct {
+	AgentID string `json:"agentId"`
+	expect.RaiseRequest
+}
+
 func (h *Handler) raise(w http.ResponseWriter, r *http.Request) error {
-	var req expect.RaiseRequest
-	if err := h.Decode(r, &req); err != nil {
+	in := raiseArgs{AgentID: r.PathValue("agentId")}
+	if err := h.Decode(r, &in.RaiseRequest); err != nil {
 		return err
 	}
-	recs, err := h.Watcher.Raise(r.Context(), r.PathValue("agentId"), req)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, recordsResponse{Records: recs})
-	return nil
+	out, err := h.raiseOp(r.Context(), &in)
+	return respond(w, http.StatusOK, out, err)
+}
+
+func (h *Handler) raiseOp(ctx context.Context, in *raiseArgs) (recordsResponse, error) {
+	recs, err := h.Watcher.Raise(ctx, in.AgentID, in.RaiseRequest)
+	return recordsResponse{Records: recs}, err
+}
+
+type getArgs struct {
+	AgentID       string `json:"agentId"`
+	ExpectationID string `json:"expectationId"`
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
-	rec, err := h.Watcher.Get(r.Context(), r.PathValue("agentId"), r.PathValue("expectationId"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rec)
-	return nil
+	out, err := h.getOp(r.Context(), &getArgs{AgentID: r.PathValue("agentId"), ExpectationID: r.PathValue("expectationId")})
+	return respond(w, http.StatusOK, out, err)
+}
+
+func (h *Handler) getOp(ctx context.Context, in *getArgs) (*expect.Record, error) {
+	return h.Watcher.Get(ctx, in.AgentID, in.ExpectationID)
+}
+
+// listArgs are the listing's query parameters, by the same names.
+type listArgs struct {
+	AgentID     string `json:"agentId"`
+	State       string `json:"state,omitempty"`
+	SubjectType string `json:"subjectType,omitempty"`
+	SubjectID   string `json:"subjectId,omitempty"`
+	Limit       int    `json:"limit,omitempty"`
+	NextToken   string `json:"nextToken,omitempty"`
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
@@ -64,32 +90,45 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	recs, next, err := h.Watcher.List(r.Context(), r.PathValue("agentId"), watcher.ListFilter{
+	out, err := h.listOp(r.Context(), &listArgs{AgentID: r.PathValue("agentId"),
 		State: q.Get("state"), SubjectType: q.Get("subjectType"), SubjectID: q.Get("subjectId"),
-		Limit: limit, NextToken: q.Get("nextToken"),
+		Limit: limit, NextToken: q.Get("nextToken")})
+	return respond(w, http.StatusOK, out, err)
+}
+
+func (h *Handler) listOp(ctx context.Context, in *listArgs) (recordsResponse, error) {
+	recs, next, err := h.Watcher.List(ctx, in.AgentID, watcher.ListFilter{
+		State: in.State, SubjectType: in.SubjectType, SubjectID: in.SubjectID,
+		Limit: in.Limit, NextToken: in.NextToken,
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, recordsResponse{Records: recs, NextToken: next})
-	return nil
+	return recordsResponse{Records: recs, NextToken: next}, err
 }
 
 type factsRequest struct {
 	Facts []expect.Fact `json:"facts"`
 }
 
+type factsArgs struct {
+	AgentID string `json:"agentId"`
+	factsRequest
+}
+
+type factsResponse struct {
+	Facts []watcher.FactOutcome `json:"facts"`
+}
+
 func (h *Handler) facts(w http.ResponseWriter, r *http.Request) error {
-	var req factsRequest
-	if err := h.Decode(r, &req); err != nil {
+	in := factsArgs{AgentID: r.PathValue("agentId")}
+	if err := h.Decode(r, &in.factsRequest); err != nil {
 		return err
 	}
-	out, err := h.Watcher.ReportFacts(r.Context(), r.PathValue("agentId"), PrincipalOf(r.Context()).Name, req.Facts)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"facts": out})
-	return nil
+	out, err := h.factsOp(r.Context(), &in)
+	return respond(w, http.StatusOK, out, err)
+}
+
+func (h *Handler) factsOp(ctx context.Context, in *factsArgs) (factsResponse, error) {
+	out, err := h.Watcher.ReportFacts(ctx, in.AgentID, PrincipalOf(ctx).Name, in.Facts)
+	return factsResponse{Facts: out}, err
 }
 
 type withdrawRequest struct {
@@ -97,17 +136,23 @@ type withdrawRequest struct {
 	Reason   string   `json:"reason,omitempty"`
 }
 
+type withdrawArgs struct {
+	AgentID string `json:"agentId"`
+	withdrawRequest
+}
+
 func (h *Handler) withdraw(w http.ResponseWriter, r *http.Request) error {
-	var req withdrawRequest
-	if err := h.Decode(r, &req); err != nil {
+	in := withdrawArgs{AgentID: r.PathValue("agentId")}
+	if err := h.Decode(r, &in.withdrawRequest); err != nil {
 		return err
 	}
-	recs, err := h.Watcher.Withdraw(r.Context(), r.PathValue("agentId"), req.Withdraw, req.Reason)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, recordsResponse{Records: recs})
-	return nil
+	out, err := h.withdrawOp(r.Context(), &in)
+	return respond(w, http.StatusOK, out, err)
+}
+
+func (h *Handler) withdrawOp(ctx context.Context, in *withdrawArgs) (recordsResponse, error) {
+	recs, err := h.Watcher.Withdraw(ctx, in.AgentID, in.Withdraw, in.Reason)
+	return recordsResponse{Records: recs}, err
 }
 
 func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) error {
