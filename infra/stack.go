@@ -62,6 +62,7 @@ var Routes = []Route{
 	{"GET", "/v1/verifications/{verificationId}/bundle", false},
 	{"POST", "/v1/verifications/{verificationId}/grades", false},
 	{"GET", "/v1/keys/verify", false},
+	{"POST", "/mcp", false}, // the MCP endpoint (internal/mcpapi): tools for LLM agents
 }
 
 // PushRoute is the route where A2A pushes land, which takes the A2A 0.3

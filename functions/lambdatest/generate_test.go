@@ -27,6 +27,7 @@ import (
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
@@ -90,6 +91,7 @@ func TestGenerateEvents(t *testing.T) {
 	if err := rt.Clock.CreateGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
+	mcpapi.Mount(rt.Handler) // as functions/api does
 	proxy := httpadapter.NewV2(rt.HTTP())
 	for _, f := range apiFiles {
 		var req events.APIGatewayV2HTTPRequest
@@ -576,6 +578,10 @@ func apiEvents(t testing.TB) []apiEvent {
 			body: map[string]any{"taskId": "task-1", "contextId": "ctx-1", "expectations": []any{
 				exp("inv-99-paid", "99", "tomorrow at nine", "2 hours", ""),
 			}}},
+		// The MCP endpoint: a tools/call through the same gateway and authorizer.
+		{file: "16-mcp-tools-call.json", status: 200, method: "POST", route: "/mcp", headers: map[string]string{"accept": "application/json, text/event-stream"},
+			body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "get_expectation",
+				"arguments": map[string]any{"agentId": AgentID, "expectationId": Scheduled}}}},
 	}
 }
 

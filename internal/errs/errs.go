@@ -14,14 +14,15 @@ type Code string
 
 // Error codes.
 const (
-	Invalid      Code = "invalid"      // 400: the request is malformed or breaks a rule
-	Unauthorized Code = "unauthorized" // 401: no valid credentials
-	Forbidden    Code = "forbidden"    // 403: credentials lack a scope or agent
-	NotFound     Code = "not_found"    // 404
-	Conflict     Code = "conflict"     // 409: immutability, reuse or sealing
-	TooLarge     Code = "too_large"    // 413: body above the limit
-	Unavailable  Code = "unavailable"  // 503: a dependency is down; retry
-	Internal     Code = "internal"     // 500: a bug; details are logged, never sent
+	Invalid          Code = "invalid"            // 400: the request is malformed or breaks a rule
+	Unauthorized     Code = "unauthorized"       // 401: no valid credentials
+	Forbidden        Code = "forbidden"          // 403: credentials lack a scope or agent
+	NotFound         Code = "not_found"          // 404
+	Conflict         Code = "conflict"           // 409: immutability, reuse or sealing
+	TooLarge         Code = "too_large"          // 413: body above the limit
+	MethodNotAllowed Code = "method_not_allowed" // 405: a method the path does not take
+	Unavailable      Code = "unavailable"        // 503: a dependency is down; retry
+	Internal         Code = "internal"           // 500: a bug; details are logged, never sent
 )
 
 // FieldError names one failing field by its JSON path.

@@ -51,11 +51,12 @@ type Expectation struct {
 }
 
 // Fact is an observation reported by an agent. Source is always set by the
-// watcher to the authenticated reporter.
+// watcher to the authenticated reporter (so it is optional on input, and
+// present on every stored fact).
 type Fact struct {
 	FactKey    string   `json:"factKey"`
 	ObservedAt string   `json:"observedAt"`
-	Source     string   `json:"source"`
+	Source     string   `json:"source,omitempty"`
 	Subject    *Subject `json:"subject,omitempty"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/agentclock/clockwork/internal/authorizer"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/httpapi"
+	"github.com/agentclock/clockwork/internal/mcpapi"
 )
 
 // authzCase is one request of the authorization matrix. Scope is the one
@@ -78,6 +79,9 @@ func authzCases() []authzCase {
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
 			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
+		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
+		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+			"params": map[string]any{"name": "get_expectation", "arguments": map[string]any{"agentId": "agent-1", "expectationId": "exp-open"}}})), scope: auth.Read, bound: true},
 	}
 }
 
@@ -118,6 +122,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	authz := &authorizer.Authorizer{Load: func(context.Context) ([]byte, error) { return tokens, nil }, Log: quietLog()}
 	behindGateway := httpapi.New(ap.Watcher, ap.Eval, authorizer.Gateway{Log: quietLog()}, quietLog())
 	behindGateway.Credentials = ap.Credentials
+	mcpapi.Mount(behindGateway)
 	public := map[string]bool{}
 	for _, c := range cases {
 		if c.public {

@@ -132,6 +132,13 @@ func New(w *watcher.Service, eval *evaluation.Service, a Authenticator, log *slo
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			// The stateless MCP endpoint offers no event stream to GET (nor
+			// a session to DELETE): 405, as the Streamable HTTP transport asks.
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, r, h.Log, errs.E(errs.MethodNotAllowed, "%s /mcp: the MCP endpoint is stateless and takes POST only", r.Method))
+			return
+		}
 		writeError(w, r, h.Log, errs.E(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	h.mux = mux

@@ -26,6 +26,8 @@ func statusOf(code errs.Code) int {
 		return http.StatusConflict
 	case errs.TooLarge:
 		return http.StatusRequestEntityTooLarge
+	case errs.MethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case errs.Unavailable:
 		return http.StatusServiceUnavailable
 	default:

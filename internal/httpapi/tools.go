@@ -189,13 +189,14 @@ func prefixFields(err error, prefix string) error {
 	return out
 }
 
-// mcpEnvelope is what an MCP request may add around a tool's arguments:
-// the JSON-RPC message takes up to this many bytes and two levels of
-// nesting more than the body bound, so that the arguments themselves are
-// bounded exactly like the twin's body (CallTool).
+// mcpEnvelope is what an MCP request may add around a tool's arguments
+// (the JSON-RPC message puts them two levels down; a batch, three): so many
+// bytes and levels of nesting over the body bounds, so that the arguments
+// themselves are bounded exactly like the twin's body, by CallTool, which
+// names them.
 const (
 	mcpEnvelopeBytes = 64 << 10
-	mcpEnvelopeDepth = 2
+	mcpEnvelopeDepth = 8
 )
 
 // mcp serves POST /mcp: the MCP endpoint (Streamable HTTP, stateless, JSON

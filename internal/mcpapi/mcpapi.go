@@ -93,8 +93,18 @@ func Describe(t httpapi.Tool) (*mcp.Tool, error) {
 		ann.DestructiveHint = &destructive
 		ann.IdempotentHint = true
 	}
+	// Encoded once: the SDK re-reads the input schema on every call (for
+	// x-mcp-header annotations), which costs far less from JSON text.
+	inJSON, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: input schema: %w", t.Name, err)
+	}
+	outJSON, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: output schema: %w", t.Name, err)
+	}
 	return &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description + " HTTP twin: " + t.Route + ".",
-		InputSchema: in, OutputSchema: out, Annotations: ann}, nil
+		InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann}, nil
 }
 
 // handler calls the tool through the HTTP handler and answers its result as
