@@ -12,6 +12,6 @@ import (
 
 func main() {
 	rt := awsrt.MustStartAPI()
-	mcpapi.Mount(rt.Handler)
+	mcpapi.Mount(rt.API())
 	lambda.Start(httpadapter.NewV2(rt.HTTP()).ProxyWithContext)
 }

@@ -91,7 +91,7 @@ func TestGenerateEvents(t *testing.T) {
 	if err := rt.Clock.CreateGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mcpapi.Mount(rt.Handler) // as functions/api does
+	mcpapi.Mount(rt.API()) // as functions/api does
 	proxy := httpadapter.NewV2(rt.HTTP())
 	for _, f := range apiFiles {
 		var req events.APIGatewayV2HTTPRequest

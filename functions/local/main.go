@@ -143,7 +143,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		mcpapi.Mount(rt.Handler)
+		mcpapi.Mount(rt.API())
 		handler = rt.HTTP()
 		closeRuntime = func() error { local.Close(); return nil }
 		log.Info("AWS mode", "endpoint", *awsEndpoint, "table", *table, "scheduleGroup", *group)

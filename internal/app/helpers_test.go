@@ -192,7 +192,7 @@ func (e *testEnv) restartAWS() {
 		e.t.Fatal(err)
 	}
 	e.rt, e.local = rt, local
-	mcpapi.Mount(rt.Handler) // as functions/api and the local AWS mode do
+	mcpapi.Mount(rt.API()) // as functions/api and the local AWS mode do
 	e.srv = httptest.NewServer(rt.HTTP())
 }
 

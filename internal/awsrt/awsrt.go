@@ -16,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -187,12 +188,17 @@ type Runtime struct {
 	Clock   *scheduler.Clock
 	Outbox  *outbox.Outbox
 	Feed    *feed.Processor
+	// Handler is the HTTP API, assembled by API (nil until then).
 	Handler *httpapi.Handler
 	// Credentials keeps agents' outbound credentials sealed with KMS.
 	Credentials *credentials.Service
 	Log         *slog.Logger
 
 	inline *inlineOutbox
+	// authn authenticates the HTTP API's requests; handlerOnce assembles
+	// the API (API).
+	authn       httpapi.Authenticator
+	handlerOnce sync.Once
 }
 
 // AWSConfig loads the SDK configuration, pointed at cfg.Endpoint when set
@@ -295,20 +301,32 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	}
 	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
 
-	var authn httpapi.Authenticator = authorizer.Gateway{Log: cfg.Log}
+	r.authn = authorizer.Gateway{Log: cfg.Log}
 	if !cfg.TrustAuthorizer {
 		tokens, err := r.authenticator(ctx)
 		if err != nil {
 			return nil, err
 		}
-		authn = tokens
+		r.authn = tokens
 	}
-	r.Handler = httpapi.New(r.Watcher, r.Eval, authn, cfg.Log)
-	// A Lambda response is built whole and bounded; say so with a 413
-	// rather than fail past the bound.
-	r.Handler.MaxBundleBytes = httpapi.LambdaBundleBytes
-	r.Handler.Credentials = r.Credentials
 	return r, nil
+}
+
+// API returns the HTTP API handler (for the API Lambda and the local AWS
+// mode), assembled at the first call. The stream and clock functions never
+// call it, so their bootstraps do not link the HTTP API (its handlers, the
+// OpenAPI document, the MCP tools), which keeps them within their size
+// budget (functions/lambdatest).
+func (r *Runtime) API() *httpapi.Handler {
+	r.handlerOnce.Do(func() {
+		h := httpapi.New(r.Watcher, r.Eval, r.authn, r.Log)
+		// A Lambda response is built whole and bounded; say so with a 413
+		// rather than fail past the bound.
+		h.MaxBundleBytes = httpapi.LambdaBundleBytes
+		h.Credentials = r.Credentials
+		r.Handler = h
+	})
+	return r.Handler
 }
 
 // startWorkers adds what the stream and clock functions (and the local AWS
@@ -357,7 +375,7 @@ func (r *Runtime) parameter(ctx context.Context, name string) (string, error) {
 }
 
 // HTTP returns the API handler (for the API Lambda and the local AWS mode).
-func (r *Runtime) HTTP() http.Handler { return r.Handler }
+func (r *Runtime) HTTP() http.Handler { return r.API() }
 
 // MustStart is what every Lambda main does before lambda.Start: read the
 // configuration from the environment and assemble the runtime, logging JSON
