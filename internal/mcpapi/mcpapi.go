@@ -87,9 +87,10 @@ func Describe(t httpapi.Tool) (*mcp.Tool, error) {
 	no := false
 	ann := &mcp.ToolAnnotations{Title: t.Title, ReadOnlyHint: t.ReadOnly, OpenWorldHint: &no}
 	if !t.ReadOnly {
-		// Raises and events are idempotent by id; a withdrawal ends an
-		// expectation for good.
-		destructive := t.Name == "withdraw_expectations"
+		// Raises, facts, withdrawals, declarations and events are
+		// idempotent (by id, or by content); a withdrawal ends an
+		// expectation for good, and so does a raise that supersedes one.
+		destructive := t.Name == "withdraw_expectations" || t.Name == "raise_expectations"
 		ann.DestructiveHint = &destructive
 		ann.IdempotentHint = true
 	}
