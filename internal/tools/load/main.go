@@ -1,10 +1,13 @@
 // Command load measures the embedded default through its HTTP API and
-// prints the figures: raises and facts per second from a concurrent client
-// with latency percentiles (durable commits), how late lapses fire with many
-// timers pending, and the cost of a fact as open expectations grow.
+// prints the figures: the throughput table (raises, facts and execution
+// events per second from -c connections with latency percentiles and the
+// server's CPU time per request, durable commits, each beside an HTTP+JSON
+// ceiling served on the same listener setup, with the ratios), how late
+// lapses fire with many timers pending, and the cost of a fact as open
+// expectations grow.
 //
-//	go run ./internal/tools/load                 # the standard run (about a minute)
-//	go run ./internal/tools/load -pending 100000 -open 1000000
+//	go run ./internal/tools/load -phases throughput -duration 10s -c 32   # the table only
+//	go run ./internal/tools/load -pending 100000 -open 1000000           # everything
 //
 // Traffic goes only to a server this command starts on 127.0.0.1.
 package main
@@ -20,16 +23,17 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentclock/clockwork/client"
 	"github.com/agentclock/clockwork/internal/a2aout"
-	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -46,6 +50,7 @@ var (
 	openLarge    = flag.Int("open", 1000000, "open expectations for the second fact-cost measurement (0 skips)")
 	dataDir      = flag.String("data", "", "data directory (default: a temporary one)")
 	seedPath     = flag.String("seed", "internal/anticipate/testdata/seed_anticipate.json", "the seed ANTICIPATE used for the event phase")
+	phases       = flag.String("phases", "throughput,lapse,factcost", "phases to run, comma-separated: throughput (the table against the ceiling), lapse (lapse latency), factcost (fact cost as open expectations grow)")
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	blockProfile = flag.String("blockprofile", "", "write a blocking profile of the whole run here")
 )
@@ -58,6 +63,12 @@ type runner struct {
 
 func main() {
 	flag.Parse()
+	if *serveKind != "" {
+		if err := serveChild(*serveKind, *dataDir); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -85,6 +96,14 @@ func main() {
 		defer os.RemoveAll(d)
 		dir = d
 	}
+	if wantPhase("throughput") {
+		throughputTable(filepath.Join(dir, "throughput"))
+	}
+	if !wantPhase("lapse") && !wantPhase("factcost") {
+		return
+	}
+	dir = filepath.Join(dir, "inprocess")
+
 	var lateMu sync.Mutex
 	var late []time.Duration
 	authn, _ := auth.New([]auth.TokenSpec{{Token: token, Principal: "load", Scopes: auth.AllScopes, Agents: []string{"*"}}})
@@ -115,63 +134,14 @@ func main() {
 		fail(err)
 	}
 	ctx := context.Background()
-	card := fmt.Sprintf(`{"name":"load","description":"load agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI)
-	if _, err := r.c.PutCard(ctx, "load", json.RawMessage(card)); err != nil {
+	if _, err := r.c.PutCard(ctx, "load", json.RawMessage(loadCard())); err != nil {
 		fail(fmt.Errorf("card: %w", err))
 	}
-	fmt.Printf("clockwork load: %d cores, GOMAXPROCS %d, %d client connections, durable commits (fsync), data in %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), *concurrency, dir)
+	fmt.Printf("\nclockwork in this process: %d cores, GOMAXPROCS %d, %d client connections, durable commits (fsync), data in %s; load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), *concurrency, dir, loadAverage())
 
-	// 1. Raises.
-	var seq atomic.Int64
 	farDue := expect.FormatTime(time.Now().Add(240 * time.Hour))
-	raiseStats := r.phase("raise (1 expectation per request)", func() int {
-		n := seq.Add(1)
-		return status(r.c.Raise(ctx, "load", raiseBody("r", n, 1, farDue)))
-	})
-	// 2. Facts, each satisfying one raised expectation.
-	var fseq atomic.Int64
-	max := seq.Load()
-	r.phase("fact (satisfies 1 expectation)", func() int {
-		n := fseq.Add(1)
-		if n > max {
-			n = max + n // beyond the raised ones: matches nothing, still a full fact
-		}
-		return status(r.c.ReportFacts(ctx, "load", factBody("r", n)))
-	})
-	_ = raiseStats
-
-	// 3. Execution events, spread over one plan per connection (events of
-	// one plan are ordered by its chain, so one writer per plan).
-	seed, err := os.ReadFile(*seedPath)
-	if err != nil {
-		fail(fmt.Errorf("-seed: %w", err))
-	}
-	for c := 0; c < *concurrency; c++ {
-		var m map[string]any
-		json.Unmarshal(seed, &m)
-		m["anticipation_id"], m["plan_id"] = fmt.Sprintf("ant-load-%d", c), fmt.Sprintf("plan-load-%d", c)
-		raw, _ := json.Marshal(m)
-		signed, err := anticipate.Sign(raw)
-		if err != nil {
-			fail(err)
-		}
-		if d, err := r.c.DeclareAnticipation(ctx, json.RawMessage(signed)); err != nil || !d.Created {
-			fail(fmt.Errorf("declare: %v", err))
-		}
-	}
-	var conn atomic.Int64
-	r.phaseEach("execution event (TOOL_REQUEST)", func() func() int {
-		c := conn.Add(1) - 1
-		n := 0
-		return func() int {
-			n++
-			return status(r.c.AppendEvent(ctx, fmt.Sprintf("plan-load-%d", c), &client.Event{EventID: fmt.Sprintf("ev-%d", n), MessageType: "TOOL_REQUEST",
-				Timestamp: expect.FormatTime(time.Now()), Tool: "iam_create_user", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}))
-		}
-	})
-
-	// 4. Lapse latency with many timers pending.
-	if *pending > 0 {
+	// Lapse latency with many timers pending.
+	if wantPhase("lapse") && *pending > 0 {
 		t0 := time.Now()
 		r.bulkRaise("p", *pending, farDue)
 		raised := time.Since(t0)
@@ -183,8 +153,25 @@ func main() {
 		}
 		fmt.Printf("\n%d pending timers raised in %.1fs, all scheduled after %.1fs; instants held in memory: %d\n", *pending, raised.Seconds(), time.Since(t0).Seconds(), a.Timers.Len())
 	}
+	if wantPhase("lapse") {
+		lapseLatency(ctx, r, a, &lateMu, &late)
+	}
+	// Fact cost as open expectations grow.
+	if wantPhase("factcost") && *openSmall > 0 {
+		fmt.Println()
+		small := r.factCost("s", *openSmall, farDue)
+		if *openLarge > 0 {
+			large := r.factCost("L", *openLarge, farDue)
+			fmt.Printf("  fact cost ratio %d -> %d open: %.2fx (p50), %.2fx (mean)\n", *openSmall, *openLarge, float64(large.p50)/float64(small.p50), float64(large.mean)/float64(small.mean))
+		}
+	}
+}
+
+// lapseLatency raises -lapses expectations due over 3 s and prints how late
+// their timers fired and their lapses were committed.
+func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex, latep *[]time.Duration) {
 	lateMu.Lock()
-	late = late[:0]
+	*latep = (*latep)[:0]
 	lateMu.Unlock()
 	start := time.Now().Add(2 * time.Second)
 	spread := 3 * time.Second
@@ -223,21 +210,12 @@ func main() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	lateMu.Lock()
-	fired := slices.Clone(late)
+	fired := slices.Clone(*latep)
 	lateMu.Unlock()
 	fmt.Printf("\nlapse latency, %d lapses due over %s with %d other timers pending:\n", len(committed), spread, *pending)
 	fmt.Printf("  timer fired after its instant:      p50 %s  p99 %s  max %s\n", pct(fired, 50), pct(fired, 99), pct(fired, 100))
 	fmt.Printf("  lapse committed (lapsedAt - dueAt): p50 %s  p99 %s  max %s\n", pct(committed, 50), pct(committed, 99), pct(committed, 100))
 
-	// 5. Fact cost as open expectations grow.
-	if *openSmall > 0 {
-		fmt.Println()
-		small := r.factCost("s", *openSmall, farDue)
-		if *openLarge > 0 {
-			large := r.factCost("L", *openLarge, farDue)
-			fmt.Printf("  fact cost ratio %d -> %d open: %.2fx (p50), %.2fx (mean)\n", *openSmall, *openLarge, float64(large.p50)/float64(small.p50), float64(large.mean)/float64(small.mean))
-		}
-	}
 }
 
 type nullSender struct{}
@@ -245,6 +223,9 @@ type nullSender struct{}
 func (nullSender) Send(context.Context, expect.Card, a2aout.Message) (string, error) {
 	return "lapse-task", nil
 }
+
+// wantPhase reports whether -phases names phase.
+func wantPhase(phase string) bool { return slices.Contains(strings.Split(*phases, ","), phase) }
 
 func mustTime(s string) time.Time { t, _ := expect.ParseTime(s); return t }
 
@@ -279,7 +260,11 @@ func status[T any](_ T, err error) int {
 	return 0
 }
 
-type stats struct{ p50, p99, mean time.Duration }
+type stats struct {
+	p50, p99, mean time.Duration
+	n              int     // requests made
+	rate           float64 // requests per second
+}
 
 // phase runs op from every connection for the phase duration and prints
 // throughput and latency.
@@ -320,7 +305,7 @@ func (r *runner) phaseEach(name string, mk func() func() int) stats {
 	wg.Wait()
 	rate := float64(len(lat)) / duration.Seconds()
 	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, rate, pct(lat, 50), pct(lat, 99), pct(lat, 100), errors.Load())
-	return stats{p50: pct(lat, 50), p99: pct(lat, 99)}
+	return stats{p50: pct(lat, 50), p99: pct(lat, 99), n: len(lat), rate: rate}
 }
 
 // bulkRaise raises n expectations in batches of 50.
