@@ -567,3 +567,9 @@ func TestOpenRefusesOldLayout(t *testing.T) {
 	}
 	_ = s.Close()
 }
+
+// BenchmarkCommit is the adapters' shared commit benchmark (storetest.BenchCommit):
+// go test -run '^$' -bench '^BenchmarkCommit$' -benchmem ./internal/store/bolt
+func BenchmarkCommit(b *testing.B) {
+	storetest.BenchCommit(b, func(b *testing.B) store.Store { return openTest(b, filepath.Join(b.TempDir(), "store.db"), Options{}) })
+}
