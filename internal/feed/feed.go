@@ -6,6 +6,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,11 @@ type Processor struct {
 	// says it was, so a duplicate, replayed or out-of-order change never
 	// re-creates an instant a later change removed.
 	Current func(ctx context.Context, agentID, expectationID string) (*expect.Record, error)
+	// CurrentItem, when set, is used instead of Current: it reads the
+	// expectation's item, which is decoded only when it differs from the
+	// change's new image (usually it is that image, already decoded). It
+	// returns an error wrapping store.ErrNotFound when there is none.
+	CurrentItem func(ctx context.Context, key store.Key) (store.Item, error)
 	// Handlers maps other record types to their handlers.
 	Handlers map[string]Handler
 	// ScheduleAll hands the Scheduler every current instant of a changed
@@ -120,13 +126,13 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	// have; cancel what it no longer needs.
 	add := minus(instants(newR), instants(oldR))
 	del := minus(instants(oldR), instants(newR))
-	if p.Current != nil && (newR != nil || oldR != nil) {
+	if (p.Current != nil || p.CurrentItem != nil) && (newR != nil || oldR != nil) {
 		ref := newR
 		if ref == nil {
 			ref = oldR
 		}
-		cur, err := p.Current(ctx, ref.AgentID, ref.Expectation.ExpectationID)
-		if err != nil && !errs.Is(err, errs.NotFound) {
+		cur, err := p.current(ctx, ch, ref, newR)
+		if err != nil {
 			return err
 		}
 		now := instants(cur)
@@ -163,6 +169,29 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 		p.Outbox.Enqueue(newR.AgentID, newR.Expectation.ExpectationID)
 	}
 	return nil
+}
+
+// current reads the expectation's record as it is now (nil when there is
+// none), reusing newR when the stored item is the change's new image.
+func (p *Processor) current(ctx context.Context, ch store.Change, ref, newR *expect.Record) (*expect.Record, error) {
+	if p.CurrentItem == nil {
+		cur, err := p.Current(ctx, ref.AgentID, ref.Expectation.ExpectationID)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			return nil, err
+		}
+		return cur, nil
+	}
+	it, err := p.CurrentItem(ctx, ch.Key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ch.New != nil && it.Version == ch.New.Version && bytes.Equal(it.Data, ch.New.Data) {
+		return newR, nil
+	}
+	return watcher.DecodeRecord(it)
 }
 
 // Run consumes an embedded feed until ctx ends: it reads changes in order,

@@ -23,7 +23,13 @@ import (
 // that the clock ends with exactly the instants the current record needs
 // (none) and that the first processing scheduled what the open record
 // needed.
+// It runs with the record read by Current and by CurrentItem.
 func TestDuplicateAndOutOfOrderChanges(t *testing.T) {
+	t.Run("Current", func(t *testing.T) { testDuplicateAndOutOfOrder(t, false) })
+	t.Run("CurrentItem", func(t *testing.T) { testDuplicateAndOutOfOrder(t, true) })
+}
+
+func testDuplicateAndOutOfOrder(t *testing.T, byItem bool) {
 	ctx := context.Background()
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
@@ -37,6 +43,9 @@ func TestDuplicateAndOutOfOrderChanges(t *testing.T) {
 	}
 	clock := timers.New(func(context.Context, []expect.Instant) error { return nil }, 1, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	p := &feed.Processor{Scheduler: clock, Watcher: svc, Current: svc.Get}
+	if byItem {
+		p.Current, p.CurrentItem = nil, st.Get
+	}
 
 	due := time.Now().Add(time.Hour).UTC()
 	e := expect.Expectation{ExpectationID: "e1", Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: "1"}, Expects: "paid",

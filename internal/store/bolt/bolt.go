@@ -421,9 +421,12 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	return nil
 }
 
-// commitReq is one Commit waiting for the group commit.
+// commitReq is one Commit, or one AckFeed, waiting for the group commit.
 type commitReq struct {
-	ops      []op
+	ops []op
+	// ackUpTo, when set, makes the request an acknowledgement: the feed
+	// entries up to this key are deleted in the group's transaction.
+	ackUpTo  []byte
 	appended int
 	err      error
 	done     chan struct{}
@@ -477,6 +480,12 @@ func (s *Store) writeGroups() {
 		s.groupMu.Unlock()
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for _, r := range group {
+				if r.ackUpTo != nil {
+					if r.err = ackFeed(tx, r.ackUpTo); r.err != nil {
+						return r.err
+					}
+					continue
+				}
 				// Conditions are checked before anything is written, so a
 				// failed commit leaves the shared transaction untouched.
 				r.appended, r.err = apply(tx, r.ops, true)
@@ -715,20 +724,30 @@ func (s *Store) AckFeed(ctx context.Context, upTo string) error {
 	if err != nil {
 		return err
 	}
-	limit := binary.BigEndian.AppendUint64(nil, seq)
-	err = s.db.Update(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(bucketFeed).Cursor()
-		// Re-seek after each delete: a bbolt cursor may skip the entry
-		// following a deleted one.
-		for k, _ := c.First(); k != nil && bytes.Compare(k, limit) <= 0; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
+	// The acknowledgement shares the next group commit (its transaction
+	// and fsync) with the commits queued beside it, rather than paying a
+	// transaction of its own.
+	req := &commitReq{ackUpTo: binary.BigEndian.AppendUint64(nil, seq), done: make(chan struct{})}
+	s.enqueue(req)
+	<-req.done
+	if req.err != nil {
+		if errors.Is(req.err, ErrClosed) {
+			return req.err
 		}
-		return nil
-	})
-	if err != nil {
-		return dbErr("ack feed", err)
+		return dbErr("ack feed", req.err)
+	}
+	return nil
+}
+
+// ackFeed deletes the feed entries whose keys are <= limit.
+func ackFeed(tx *bbolt.Tx, limit []byte) error {
+	c := tx.Bucket(bucketFeed).Cursor()
+	// Re-seek after each delete: a bbolt cursor may skip the entry
+	// following a deleted one.
+	for k, _ := c.First(); k != nil && bytes.Compare(k, limit) <= 0; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
