@@ -521,7 +521,7 @@ type op struct {
 	// check marks a condition check: nothing is written.
 	check bool
 	// ik holds the item's index entry key in each slot; nil where the
-	// item is absent from the index.
+	// item is absent from the index (all of ik nil when it is in none).
 	ik [][]byte
 }
 
@@ -536,10 +536,11 @@ func prepare(writes []store.Write) ([]op, error) {
 		if err := checkKey(key); err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
-		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, check: w.Check != nil, ik: make([][]byte, len(indexNames))}
+		o := op{idx: i, key: key, tk: tableKey(nil, key), cond: w.Cond, check: w.Check != nil}
 		if w.Put != nil {
+			// Data is not copied: Commit encodes it before it returns,
+			// and the caller waits for that.
 			it := *w.Put
-			it.Data = bytes.Clone(it.Data)
 			it.Index = nil
 			if !utf8.ValidString(it.Type) || len(it.Type) > store.MaxSKBytes {
 				return nil, invalidf("write %d: type is not valid UTF-8", i)
@@ -561,6 +562,9 @@ func prepare(writes []store.Write) ([]op, error) {
 				}
 				it.Index[name] = ixk
 				if slot >= 0 {
+					if o.ik == nil {
+						o.ik = make([][]byte, len(indexNames))
+					}
 					o.ik[slot] = indexKey(nil, ixk, key)
 				}
 				size += len(ixk.PK) + len(ixk.SK)
@@ -587,16 +591,15 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 		index[i] = tx.Bucket(bucketIndex[i])
 	}
 	olds := make([][]byte, len(ops))
-	oldHeads := make([]head, len(ops))
+	oldHeads := make([]rawHead, len(ops))
 	for i, o := range ops {
 		raw := items.Get(o.tk)
 		if raw != nil {
 			raw = bytes.Clone(raw)
-			h, err := decodeHead(raw)
-			if err != nil {
+			if err := decodeRawHead(raw, &oldHeads[i]); err != nil {
 				return 0, err
 			}
-			olds[i], oldHeads[i] = raw, h
+			olds[i] = raw
 		}
 		switch o.cond.Kind {
 		case store.IfAbsent:
@@ -620,11 +623,11 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 		if o.check || o.put == nil && old == nil {
 			continue // a check writes nothing; deleting an absent item changes nothing
 		}
-		oldIK := make([][]byte, len(index))
+		var oldIK [maxIndexes][]byte
 		if old != nil {
-			for _, e := range oldHeads[i].index {
-				if slot := indexSlot(e.name); slot >= 0 && !e.key.IsZero() {
-					oldIK[slot] = indexKey(nil, e.key, o.key)
+			for slot, k := range oldHeads[i].index[:len(index)] {
+				if k.pk != nil {
+					oldIK[slot] = rawIndexKey(k, o.tk)
 				}
 			}
 		}
@@ -642,7 +645,10 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 			return 0, err
 		}
 		for slot := range index {
-			oldK, newK := oldIK[slot], o.ik[slot]
+			oldK, newK := oldIK[slot], []byte(nil)
+			if o.ik != nil {
+				newK = o.ik[slot]
+			}
 			if bytes.Equal(oldK, newK) {
 				continue
 			}
@@ -868,6 +874,78 @@ func encodeItem(it *store.Item, version int64) []byte {
 	return append(b, it.Data...)
 }
 
+// maxIndexes bounds the number of global indexes (store.Indexes).
+const maxIndexes = 8
+
+func init() {
+	if len(indexNames) > maxIndexes {
+		panic("bolt: more global indexes than maxIndexes")
+	}
+}
+
+// rawHead is the part of an encoded item that a commit needs, without
+// copying: the version and, per index slot, the item's index key as
+// sub-slices of the encoded item (nil pk where it has none).
+type rawHead struct {
+	version int64
+	index   [maxIndexes]struct{ pk, sk []byte }
+}
+
+// decodeRawHead decodes the head of raw into h; its slices alias raw.
+func decodeRawHead(raw []byte, h *rawHead) error {
+	d := decoder{b: raw}
+	if d.byte1() != formatV1 {
+		return fmt.Errorf("%w: unknown item format", ErrCorrupt)
+	}
+	h.version = int64(d.uvarint())
+	d.rawStr()
+	d.rawStr()
+	d.rawStr()
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		return fmt.Errorf("%w: truncated item", ErrCorrupt)
+	}
+	for range n {
+		name, pk, sk := d.rawStr(), d.rawStr(), d.rawStr()
+		if d.err {
+			return fmt.Errorf("%w: truncated item", ErrCorrupt)
+		}
+		if len(pk) == 0 {
+			continue
+		}
+		for slot, known := range indexNames {
+			if string(name) == string(known) {
+				h.index[slot].pk, h.index[slot].sk = pk, sk
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// rawIndexKey encodes an index entry key, esc(indexPK) esc(indexSK) tk,
+// from the raw parts of an index key and an encoded table key.
+func rawIndexKey(k struct{ pk, sk []byte }, tk []byte) []byte {
+	dst := make([]byte, 0, len(k.pk)+len(k.sk)+len(tk)+8)
+	dst = appendEscapedRaw(dst, k.pk)
+	dst = appendEscapedRaw(dst, k.sk)
+	return append(dst, tk...)
+}
+
+// appendEscapedRaw is appendEscaped for bytes.
+func appendEscapedRaw(dst, s []byte) []byte {
+	for {
+		i := bytes.IndexByte(s, 0)
+		if i < 0 {
+			dst = append(dst, s...)
+			return append(dst, 0x00, 0x01)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, 0x00, 0xFF)
+		s = s[i+1:]
+	}
+}
+
 // head is the part of an encoded item that a commit needs.
 type head struct {
 	version int64
@@ -902,6 +980,18 @@ func (d *decoder) uvarint() uint64 {
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+// rawStr is str without copying: the bytes alias the decoder's input.
+func (d *decoder) rawStr() []byte {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return nil
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s
 }
 
 func (d *decoder) str() string {
@@ -951,12 +1041,6 @@ func decodeItemParts(raw []byte, it *store.Item, h *head) error {
 		}
 	}
 	return nil
-}
-
-func decodeHead(raw []byte) (head, error) {
-	var h head
-	err := decodeItemParts(raw, nil, &h)
-	return h, err
 }
 
 // decodeItem decodes raw into an Item that owns its memory.
