@@ -229,6 +229,12 @@ func ChainDigest(prev string, eventRaw []byte) string {
 	if err != nil || len(eventRaw) == 0 {
 		return ""
 	}
+	return ChainDigestCanonical(prev, canon)
+}
+
+// ChainDigestCanonical is ChainDigest of an event given in its RFC 8785
+// form already (Event.Canonical).
+func ChainDigestCanonical(prev string, canon []byte) string {
 	h := sha256.New()
 	h.Write([]byte(prev))
 	h.Write(canon)

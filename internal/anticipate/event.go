@@ -67,6 +67,9 @@ type Event struct {
 	Extra []string `json:"-"`
 	// Raw is the event as received.
 	Raw json.RawMessage `json:"-"`
+	// Canonical is the RFC 8785 form of Raw, computed once by
+	// ValidateEvent for the chain digest and the retry comparison.
+	Canonical []byte `json:"-"`
 	// At is Timestamp parsed, in UTC.
 	At time.Time `json:"-"`
 }
@@ -130,7 +133,8 @@ func SealsOn(t EventType) bool {
 // MaxExtraFields of them. plan_id is optional because the plan is usually
 // named by the URL; see BindPlan.
 func ValidateEvent(raw []byte) (*Event, error) {
-	if _, err := Canonical(raw); err != nil {
+	canon, err := Canonical(raw)
+	if err != nil {
 		return nil, err
 	}
 	var c errs.Collector
@@ -138,7 +142,7 @@ func ValidateEvent(raw []byte) (*Event, error) {
 	if !ok {
 		return nil, errs.E(errs.Invalid, "an execution event must be a JSON object")
 	}
-	e := &Event{Raw: append(json.RawMessage(nil), raw...)}
+	e := &Event{Raw: append(json.RawMessage(nil), raw...), Canonical: canon}
 	legacy, legacySent := o.m[LegacyTypeField]
 	if legacySent {
 		c.Add(LegacyTypeField, "is not accepted: an execution event is an RFC-032 message and names its type "+

@@ -304,15 +304,6 @@ type Appended struct {
 // atomically with the sealing event).
 const MaxBound = 90
 
-func canonicalHash(raw []byte) (string, error) {
-	c, err := anticipate.Canonical(raw)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
-}
-
 // AppendEvent stores one execution event of planID and extends its digest
 // chain. The first TOOL_REQUEST or STEP_COMPLETE (or PLAN_COMPLETE, for a
 // plan that completes without either) seals every ANTICIPATE bound to the
@@ -329,10 +320,14 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 	if err := ev.BindPlan(planID); err != nil {
 		return Appended{}, err
 	}
-	hash, err := canonicalHash(ev.Raw)
-	if err != nil {
-		return Appended{}, err
+	canon := ev.Canonical
+	if canon == nil {
+		if canon, err = anticipate.Canonical(ev.Raw); err != nil {
+			return Appended{}, err
+		}
 	}
+	sum := sha256.Sum256(canon)
+	hash := hex.EncodeToString(sum[:])
 	var out Appended
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		exIt, exists, err := tx.Get(ctx, executionKey(planID))
@@ -399,7 +394,7 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 			}
 		}
 		seq := ex.Count + 1
-		digest := anticipate.ChainDigest(ex.Head, ev.Raw)
+		digest := anticipate.ChainDigestCanonical(ex.Head, canon)
 		evItem, err := mkItem(eventKey(planID, seq), TypeEvent, StoredEvent{Seq: seq, EventID: ev.EventID, Type: string(ev.EventType), Event: ev.Raw, Prev: ex.Head, Digest: digest}, nil)
 		if err != nil {
 			return err
