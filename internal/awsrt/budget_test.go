@@ -27,11 +27,19 @@ import (
 // schedule group, counting every AWS call.
 func newRuntime(t *testing.T, counter *dynamo.Counter, more ...func(*middleware.Stack) error) *Runtime {
 	t.Helper()
+	return newRuntimeWith(t, nil, counter, more...)
+}
+
+// newRuntimeWith is newRuntime with the watcher's clock now (nil: the
+// wall clock).
+func newRuntimeWith(t *testing.T, now func() time.Time, counter *dynamo.Counter, more ...func(*middleware.Stack) error) *Runtime {
+	t.Helper()
 	endpoint := dynamotest.Start(t)
 	var b [4]byte
 	rand.Read(b[:])
 	name := fmt.Sprintf("budget-%x", b)
 	rt, err := New(context.Background(), Config{
+		Now:   now,
 		Table: name, ScheduleGroup: name,
 		ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",

@@ -5,6 +5,9 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -78,5 +81,93 @@ func CountingMiddleware(counter *Counter) func(*middleware.Stack) error {
 				}
 				return next.HandleInitialize(ctx, in)
 			}), middleware.Before)
+	}
+}
+
+// Capacity sums the write capacity units DynamoDB reports as consumed by
+// write calls (ConsumedCapacity of PutItem, UpdateItem, DeleteItem and
+// TransactWriteItems, which the Store asks for on every write with
+// ReturnConsumedCapacity INDEXES), in total and for the table and each
+// global secondary index. The zero value is ready to use; it is safe for
+// concurrent use.
+type Capacity struct {
+	mu      sync.Mutex
+	total   float64
+	table   float64
+	indexes map[string]float64
+}
+
+// WriteUnits returns the write units counted so far.
+func (c *Capacity) WriteUnits() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// Breakdown returns the write units counted so far on the table itself and
+// on each global secondary index, keyed by index name.
+func (c *Capacity) Breakdown() (table float64, indexes map[string]float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.table, maps.Clone(c.indexes)
+}
+
+// Reset sets every sum to zero.
+func (c *Capacity) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total, c.table, c.indexes = 0, 0, nil
+}
+
+func (c *Capacity) add(caps ...types.ConsumedCapacity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range caps {
+		c.total += aws.ToFloat64(cc.CapacityUnits)
+		if cc.Table != nil {
+			c.table += aws.ToFloat64(cc.Table.CapacityUnits)
+		}
+		for name, ix := range cc.GlobalSecondaryIndexes {
+			if c.indexes == nil {
+				c.indexes = map[string]float64{}
+			}
+			c.indexes[name] += aws.ToFloat64(ix.CapacityUnits)
+		}
+	}
+}
+
+// CapacityMiddleware returns an API option that adds the ConsumedCapacity
+// of every successful write call of a DynamoDB client to capacity: add it
+// to the client's APIOptions. Calls that do not ask for consumed capacity
+// (ReturnConsumedCapacity NONE) report none, and so add nothing. The option
+// returns an error only when the middleware stack refuses the middleware.
+func CapacityMiddleware(capacity *Capacity) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("clockwork.SumCapacity",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				if err != nil || capacity == nil {
+					return out, md, err
+				}
+				switch r := out.Result.(type) {
+				case *dynamodb.PutItemOutput:
+					addOne(capacity, r.ConsumedCapacity)
+				case *dynamodb.UpdateItemOutput:
+					addOne(capacity, r.ConsumedCapacity)
+				case *dynamodb.DeleteItemOutput:
+					addOne(capacity, r.ConsumedCapacity)
+				case *dynamodb.TransactWriteItemsOutput:
+					capacity.add(r.ConsumedCapacity...)
+				case *dynamodb.BatchWriteItemOutput:
+					capacity.add(r.ConsumedCapacity...)
+				}
+				return out, md, err
+			}), middleware.After)
+	}
+}
+
+func addOne(c *Capacity, cc *types.ConsumedCapacity) {
+	if cc != nil {
+		c.add(*cc)
 	}
 }

@@ -436,17 +436,20 @@ func (s *Store) commitOne(ctx context.Context, o op) error {
 		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: table, Item: r.item, ConditionExpression: optString(r.condExpr),
 			ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values,
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
 		})
 	case r.updateExpr != "":
 		_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: table, Key: r.key, UpdateExpression: aws.String(r.updateExpr),
 			ConditionExpression:      optString(r.condExpr),
 			ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values,
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
 		})
 	default:
 		_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: table, Key: r.key, ConditionExpression: optString(r.condExpr),
 			ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values,
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
 		})
 	}
 	if err == nil {
@@ -486,8 +489,9 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 		return fmt.Errorf("dynamo: commit: %w", err)
 	}
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems:      items,
-		ClientRequestToken: aws.String(token),
+		TransactItems:          items,
+		ClientRequestToken:     aws.String(token),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
 	})
 	if err == nil {
 		return nil

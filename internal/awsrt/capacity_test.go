@@ -1,0 +1,145 @@
+package awsrt
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+)
+
+// TestWriteUnitsPerExpectation measures the DynamoDB write units of one
+// expectation's whole life on the AWS runtime, as DynamoDB reports them:
+// every write call of the adapter asks for ReturnConsumedCapacity INDEXES
+// and dynamo.CapacityMiddleware sums the answers. (moto does not compute
+// consumed capacity; the test emulator, localstack/dynamodb_emulator.py
+// class Capacity, answers what DynamoDB's documented rules give for the
+// items before and after each call: table, transactions and each GSI.)
+//
+// Satisfied: raised (due in an hour, grace 2 h), then a fact satisfies it.
+// Lapsed: raised (due in an hour, grace 1 h, horizon an hour after the
+// grace end), marked past due at its due time, lapsed at the grace end,
+// its lapse task delivered, then its horizon comes. Each includes what
+// the stream function writes in response (schedules are not table
+// writes). Run with -v to see the figures:
+//
+//	go test ./internal/awsrt -run WriteUnitsPerExpectation -v
+func TestWriteUnitsPerExpectation(t *testing.T) {
+	ctx := context.Background()
+	capacity := &dynamo.Capacity{}
+	t0 := time.Now().UTC().Truncate(time.Second)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	rt := newRuntimeWith(t, now, &dynamo.Counter{}, dynamo.CapacityMiddleware(capacity))
+	h := rt.HTTP()
+	agent := a2atest.NewAgent(t, "1.0")
+	call(t, h, "PUT", "/v1/agents/a1", agent.Card())
+
+	arn, err := dynamo.StreamARN(ctx, rt.DynamoDB, rt.Config.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{})
+	// drain runs the stream function on every change so far, and on the
+	// changes it makes, until the stream is quiet.
+	drain := func() {
+		t.Helper()
+		for range 20 {
+			chs, err := reader.ReadFeed(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chs) == 0 {
+				return
+			}
+			for _, ch := range chs {
+				if err := rt.HandleChange(ctx, ch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := reader.AckFeed(ctx, chs[len(chs)-1].Seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("the stream did not quiet down")
+	}
+	drain()
+	report := func(what string) float64 {
+		t.Helper()
+		total := capacity.WriteUnits()
+		table, idx := capacity.Breakdown()
+		names := make([]string, 0, len(idx))
+		for n := range idx {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		line := ""
+		for _, n := range names {
+			line += " " + n + " " + ftoa(idx[n])
+		}
+		t.Logf("%s: %s write units (table %s;%s)", what, ftoa(total), ftoa(table), line)
+		capacity.Reset()
+		return total
+	}
+	raise := func(e map[string]any) {
+		t.Helper()
+		call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{e}})
+		drain()
+	}
+
+	// Satisfied.
+	capacity.Reset()
+	raise(exp("sat", expect.FormatTime(t0.Add(time.Hour)), func(m map[string]any) { m["grace"] = "PT2H" }))
+	raiseUnits := report("satisfied: raise")
+	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.sat", "observedAt": expect.FormatTime(t0)}}})
+	drain()
+	satisfied := raiseUnits + report("satisfied: fact")
+	if r, _ := rt.Watcher.Get(ctx, "a1", "sat"); r.State != expect.StateSatisfied {
+		t.Fatalf("sat is %s", r.State)
+	}
+
+	// Lapsed.
+	raise(exp("lap", expect.FormatTime(t0.Add(time.Hour)), func(m map[string]any) {
+		m["grace"] = "PT1H"
+		m["horizon"] = expect.FormatTime(t0.Add(3 * time.Hour))
+	}))
+	lapsed := report("lapsed: raise")
+	for step := 0; ; step++ {
+		rec, err := rt.Watcher.Get(ctx, "a1", "lap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins := expect.Instants(rec)
+		if len(ins) == 0 {
+			break
+		}
+		if step > 5 {
+			t.Fatalf("instants left after %d ticks: %v", step, ins)
+		}
+		next := ins[0]
+		for _, in := range ins[1:] {
+			if in.At.Before(next.At) {
+				next = in
+			}
+		}
+		clock.Store(next.At.Add(time.Millisecond).UnixNano())
+		if err := rt.Watcher.Tick(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		drain()
+		lapsed += report("lapsed: " + string(next.Kind) + " instant")
+	}
+	rec, _ := rt.Watcher.Get(ctx, "a1", "lap")
+	if rec.State != expect.StateLapsed || rec.Delivery == nil || rec.Delivery.DeliveredAt == "" {
+		t.Fatalf("lap: state %s, delivery %+v; want lapsed and delivered", rec.State, rec.Delivery)
+	}
+	t.Logf("write units per satisfied expectation: %s; per lapsed expectation: %s", ftoa(satisfied), ftoa(lapsed))
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
