@@ -200,7 +200,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	}
 
 	// The table: the single-table design of the README (pk/sk and the sparse
-	// GSIs gsiN on gsiN_pk/gsiN_sk, projecting ALL, as the DynamoDB adapter
+	// GSIs gsiN on gsiN_pk/gsiN_sk, projecting KEYS_ONLY, as the DynamoDB adapter
 	// checks). No TTL: nothing in the design expires.
 	st.Table = awsdynamodb.NewTable(stack, s("Table"), &awsdynamodb.TableProps{
 		TableName:    s(cfg.Name),
@@ -220,7 +220,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			IndexName:      s(name),
 			PartitionKey:   &awsdynamodb.Attribute{Name: s(name + "_pk"), Type: awsdynamodb.AttributeType_STRING},
 			SortKey:        &awsdynamodb.Attribute{Name: s(name + "_sk"), Type: awsdynamodb.AttributeType_STRING},
-			ProjectionType: awsdynamodb.ProjectionType_ALL,
+			ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 		})
 	}
 	// A fixed logical id (and a fixed name): a refactoring of the construct

@@ -37,7 +37,7 @@ func TestTable(t *testing.T) {
 						obj{"AttributeName": name + "_pk", "KeyType": "HASH"},
 						obj{"AttributeName": name + "_sk", "KeyType": "RANGE"},
 					},
-					"Projection": obj{"ProjectionType": "ALL"},
+					"Projection": obj{"ProjectionType": "KEYS_ONLY"},
 				})
 			}
 			assert(t, "table properties", func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func TestWriteUnitsPerExpectation(t *testing.T) {
 		for _, n := range names {
 			line += " " + n + " " + ftoa(idx[n])
 		}
-		t.Logf("%s: %s write units (table %s;%s)", what, ftoa(total), ftoa(table), line)
+		t.Logf("%s: %s write units (table %s;%s) %v", what, ftoa(total), ftoa(table), line, capacity.Calls())
 		capacity.Reset()
 		return total
 	}
@@ -93,53 +94,63 @@ func TestWriteUnitsPerExpectation(t *testing.T) {
 		drain()
 	}
 
-	// Satisfied.
-	capacity.Reset()
-	raise(exp("sat", expect.FormatTime(t0.Add(time.Hour)), func(m map[string]any) { m["grace"] = "PT2H" }))
-	raiseUnits := report("satisfied: raise")
-	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.sat", "observedAt": expect.FormatTime(t0)}}})
-	drain()
-	satisfied := raiseUnits + report("satisfied: fact")
-	if r, _ := rt.Watcher.Get(ctx, "a1", "sat"); r.State != expect.StateSatisfied {
-		t.Fatalf("sat is %s", r.State)
-	}
-
-	// Lapsed.
-	raise(exp("lap", expect.FormatTime(t0.Add(time.Hour)), func(m map[string]any) {
-		m["grace"] = "PT1H"
-		m["horizon"] = expect.FormatTime(t0.Add(3 * time.Hour))
-	}))
-	lapsed := report("lapsed: raise")
-	for step := 0; ; step++ {
-		rec, err := rt.Watcher.Get(ctx, "a1", "lap")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ins := expect.Instants(rec)
-		if len(ins) == 0 {
-			break
-		}
-		if step > 5 {
-			t.Fatalf("instants left after %d ticks: %v", step, ins)
-		}
-		next := ins[0]
-		for _, in := range ins[1:] {
-			if in.At.Before(next.At) {
-				next = in
-			}
-		}
-		clock.Store(next.At.Add(time.Millisecond).UnixNano())
-		if err := rt.Watcher.Tick(ctx, next); err != nil {
-			t.Fatal(err)
-		}
+	lifecycle := func(size, expects string) (satisfied, lapsed float64) {
+		sat, lap := "sat-"+size, "lap-"+size
+		base := now()
+		// Satisfied.
+		capacity.Reset()
+		raise(exp(sat, expect.FormatTime(base.Add(time.Hour)), func(m map[string]any) { m["grace"] = "PT2H"; m["expects"] = expects }))
+		raiseUnits := report(size + ": satisfied: raise")
+		call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid." + sat, "observedAt": expect.FormatTime(t0)}}})
 		drain()
-		lapsed += report("lapsed: " + string(next.Kind) + " instant")
+		satisfied = raiseUnits + report(size+": satisfied: fact")
+		if r, _ := rt.Watcher.Get(ctx, "a1", sat); r.State != expect.StateSatisfied {
+			t.Fatalf("sat is %s", r.State)
+		}
+
+		// Lapsed.
+		raise(exp(lap, expect.FormatTime(base.Add(time.Hour)), func(m map[string]any) {
+			m["grace"] = "PT1H"
+			m["expects"] = expects
+			m["horizon"] = expect.FormatTime(base.Add(3 * time.Hour))
+		}))
+		lapsed = report(size + ": lapsed: raise")
+		for step := 0; ; step++ {
+			rec, err := rt.Watcher.Get(ctx, "a1", lap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins := expect.Instants(rec)
+			if len(ins) == 0 {
+				break
+			}
+			if step > 5 {
+				t.Fatalf("instants left after %d ticks: %v", step, ins)
+			}
+			next := ins[0]
+			for _, in := range ins[1:] {
+				if in.At.Before(next.At) {
+					next = in
+				}
+			}
+			clock.Store(next.At.Add(time.Millisecond).UnixNano())
+			if err := rt.Watcher.Tick(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			drain()
+			lapsed += report(size + ": lapsed: " + string(next.Kind) + " instant")
+		}
+		rec, _ := rt.Watcher.Get(ctx, "a1", lap)
+		if rec.State != expect.StateLapsed || rec.Delivery == nil || rec.Delivery.DeliveredAt == "" {
+			t.Fatalf("%s: state %s, delivery %+v; want lapsed and delivered", lap, rec.State, rec.Delivery)
+		}
+		t.Logf("%s: write units per satisfied expectation: %s; per lapsed expectation: %s", size, ftoa(satisfied), ftoa(lapsed))
+		return satisfied, lapsed
 	}
-	rec, _ := rt.Watcher.Get(ctx, "a1", "lap")
-	if rec.State != expect.StateLapsed || rec.Delivery == nil || rec.Delivery.DeliveredAt == "" {
-		t.Fatalf("lap: state %s, delivery %+v; want lapsed and delivered", rec.State, rec.Delivery)
-	}
-	t.Logf("write units per satisfied expectation: %s; per lapsed expectation: %s", ftoa(satisfied), ftoa(lapsed))
+	lifecycle("small", "paid")
+	// About 1.3 KB stored: what operators should expect of a record with
+	// a sentence or two of text (docs/operations.md assumes 1-2 KB).
+	lifecycle("typical", strings.Repeat("invoice 42 is paid in full by the customer. ", 12))
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

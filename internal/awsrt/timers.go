@@ -152,7 +152,7 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	budget := MaxSweepRecords
 	var ticks []expect.Instant
 	for shard := range watcher.OpenShards {
-		recs, more, err := r.indexed(ctx, fmt.Sprintf("OPEN#%02d", shard), upTo, budget)
+		recs, more, err := r.indexed(ctx, watcher.OpenPK(shard), upTo, budget)
 		if err != nil {
 			return res, err
 		}
@@ -176,11 +176,19 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	if budget <= 0 {
 		return res, nil
 	}
-	recs, more, err := r.indexed(ctx, watcher.OutboxPK, upTo, budget)
-	if err != nil {
-		return res, err
+	var recs []*expect.Record
+	for shard := range watcher.QueueShards {
+		got, more, err := r.indexed(ctx, watcher.OutboxPK(shard), upTo, budget)
+		if err != nil {
+			return res, err
+		}
+		recs = append(recs, got...)
+		budget -= len(got)
+		res.Truncated = res.Truncated || more
+		if budget <= 0 {
+			break
+		}
 	}
-	res.Truncated = res.Truncated || more
 	var deliver []expect.Instant
 	for _, rec := range recs {
 		if !watcher.PendingDelivery(rec) {

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -167,8 +170,8 @@ func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	p := PrincipalOf(r.Context())
 	out := []*expect.Record{}
-	err := h.Watcher.ForEachIndexed(r.Context(), watcher.DeadPK, func(rec *expect.Record) error {
-		if p.ActsFor(rec.AgentID) && len(out) < watcher.MaxPageSize {
+	err := h.Watcher.ForEachDead(r.Context(), func(rec *expect.Record) error {
+		if p.ActsFor(rec.AgentID) {
 			out = append(out, rec)
 		}
 		return nil
@@ -176,6 +179,12 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The dead letters are sharded: put them back in lapse order.
+	slices.SortStableFunc(out, func(a, b *expect.Record) int {
+		return cmp.Or(strings.Compare(a.Lapse.LapsedAt, b.Lapse.LapsedAt), strings.Compare(a.AgentID, b.AgentID),
+			strings.Compare(a.Expectation.ExpectationID, b.Expectation.ExpectationID))
+	})
+	out = out[:min(len(out), watcher.MaxPageSize)]
 	writeJSON(w, http.StatusOK, recordsResponse{Records: out})
 	return nil
 }

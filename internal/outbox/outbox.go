@@ -120,7 +120,7 @@ func (o *Outbox) Enqueue(agentID, expectationID string) {
 // Recover enqueues every lapse whose task is still undelivered (after a
 // restart, or to sweep what a full queue dropped).
 func (o *Outbox) Recover(ctx context.Context) error {
-	return o.svc.ForEachIndexed(ctx, watcher.OutboxPK, func(r *expect.Record) error {
+	return o.svc.ForEachOutbox(ctx, func(r *expect.Record) error {
 		o.Enqueue(r.AgentID, r.Expectation.ExpectationID)
 		return nil
 	})

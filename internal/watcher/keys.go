@@ -31,10 +31,18 @@ import (
 // Global indexes (store.Indexes: GSIs on DynamoDB, read where lag only
 // delays what a reader sees):
 //
-//	gsi2 subject   SU#<agent>#<type>#<id>        <state>#<expId>   always (listing by subject)
+//	gsi2 subject   SU#<agent>#<type>#<id>        <expId>   always (listing by subject)
 //	gsi5 work      OPEN#<shard>                  <next instant>#<agent>#<expId>   open
-//	               OUTBOX                        <lapsedAt>#<agent>#<expId>       lapse task not yet delivered
-//	               DEAD                          <lapsedAt>#<agent>#<expId>       lapse task dead-lettered
+//	               OUTBOX#<shard>                <lapsedAt>#<agent>#<expId>       lapse task not yet delivered
+//	               DEAD#<shard>                  <lapsedAt>#<agent>#<expId>       lapse task dead-lettered
+//
+// The GSIs project keys only (a reader reads each item it finds), so an
+// index costs a write only when an item enters it, leaves it or moves in
+// it: the gsi2 key never changes (the state is not in it; a listing by
+// state filters), and the gsi5 key changes only at the instants that move
+// a record. The work lists are sharded by a hash of the agent and id, so
+// that no partition key carries more than its share of the raises and
+// lapses (docs/operations.md, "Sustained rates per key").
 const (
 	TypeCard        = "card"
 	TypeExpectation = "expectation"
@@ -42,7 +50,10 @@ const (
 	TypeCredentials = "credentials"
 
 	// OpenShards spreads open expectations over several gsi5 partitions.
-	OpenShards = 16
+	OpenShards = 64
+	// QueueShards spreads the outbox and the dead letters over several
+	// gsi5 partitions each.
+	QueueShards = 32
 )
 
 // The lookup indexes of expectation records.
@@ -80,22 +91,37 @@ func subjectPK(agent string, s expect.Subject) string {
 func anchorPK(agent, id string) string { return "AN#" + esc(agent) + "#" + esc(id) }
 func taskPK(agent, task string) string { return "TK#" + esc(agent) + "#" + esc(task) }
 
-func openShard(agent, id string) string {
+func shardHash(agent, id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(agent))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
-	return openShardPK(int(h.Sum32() % OpenShards))
+	return h.Sum32()
 }
 
-// openShardPK is the gsi5 partition of one shard of open expectations.
-func openShardPK(shard int) string { return fmt.Sprintf("OPEN#%02d", shard) }
+func openShard(agent, id string) string { return OpenPK(int(shardHash(agent, id) % OpenShards)) }
 
-// Outbox and dead-letter partitions of gsi5.
+// OpenPK is the gsi5 partition of open expectations of shard n (0 to
+// OpenShards-1).
+func OpenPK(n int) string { return fmt.Sprintf("OPEN#%02d", n) }
+
+// OutboxPK is the gsi5 partition of undelivered lapses of shard n (0 to
+// QueueShards-1).
+func OutboxPK(n int) string { return fmt.Sprintf("OUTBOX#%02d", n) }
+
+// The unsharded outbox and dead-letter partitions of earlier versions: an
+// embedded data directory may still hold records there (each moves to its
+// shard at its next write), so the outbox and dead-letter readers read
+// them too. (A DynamoDB table of an earlier version is not reused: its
+// indexes projected ALL.)
 const (
-	OutboxPK = "OUTBOX"
-	DeadPK   = "DEAD"
+	legacyOutboxPK = "OUTBOX"
+	legacyDeadPK   = "DEAD"
 )
+
+// DeadPK is the gsi5 partition of dead-lettered lapses of shard n (0 to
+// QueueShards-1).
+func DeadPK(n int) string { return fmt.Sprintf("DEAD#%02d", n) }
 
 // PendingDelivery reports whether the record's lapse task still has to be
 // sent.
@@ -118,7 +144,7 @@ func recordIndex(r *expect.Record) map[store.IndexName]store.IndexKey {
 	a, id := r.AgentID, r.Expectation.ExpectationID
 	eid := esc(id)
 	idx := map[store.IndexName]store.IndexKey{
-		store.GSI2: {PK: subjectPK(a, r.Expectation.Subject), SK: string(r.State) + "#" + eid},
+		store.GSI2: {PK: subjectPK(a, r.Expectation.Subject), SK: eid},
 	}
 	if r.State == expect.StateOpen || (r.State == expect.StateLapsed && r.SatisfiedBy == nil) {
 		idx[lookupFactKey] = store.IndexKey{PK: factKeyPK(a, r.Expectation.SatisfiedBy.FactKey), SK: eid}
@@ -134,11 +160,12 @@ func recordIndex(r *expect.Record) map[store.IndexName]store.IndexKey {
 	}
 	if r.State == expect.StateLapsed && r.Lapse != nil {
 		suffix := r.Lapse.LapsedAt + "#" + esc(a) + "#" + eid
+		shard := int(shardHash(a, id) % QueueShards)
 		switch {
 		case PendingDelivery(r):
-			idx[store.GSI5] = store.IndexKey{PK: OutboxPK, SK: suffix}
+			idx[store.GSI5] = store.IndexKey{PK: OutboxPK(shard), SK: suffix}
 		case r.Delivery != nil && r.Delivery.DeadLettered:
-			idx[store.GSI5] = store.IndexKey{PK: DeadPK, SK: suffix}
+			idx[store.GSI5] = store.IndexKey{PK: DeadPK(shard), SK: suffix}
 		}
 	}
 	return idx

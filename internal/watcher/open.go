@@ -25,14 +25,14 @@ func (s *Service) OpenBefore(ctx context.Context, shard int, before time.Time, a
 	// Keys of instants in an earlier second sort at or below the second's
 	// "2006-01-02T15:04:05"; those in it or later sort above.
 	upTo := before.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05")
-	return s.openPage(ctx, store.Query{Index: store.GSI5, PK: openShardPK(shard), SKUpTo: upTo, After: after, Limit: limit})
+	return s.openPage(ctx, store.Query{Index: store.GSI5, PK: OpenPK(shard), SKUpTo: upTo, After: after, Limit: limit})
 }
 
 // OpenInMinute returns one page of the open expectations of shard whose
 // next instant is within the minute that begins at minute, as OpenBefore.
 func (s *Service) OpenInMinute(ctx context.Context, shard int, minute time.Time, after string, limit int) ([][]expect.Instant, string, error) {
 	prefix := minute.UTC().Format("2006-01-02T15:04")
-	return s.openPage(ctx, store.Query{Index: store.GSI5, PK: openShardPK(shard), SKPrefix: prefix, After: after, Limit: limit})
+	return s.openPage(ctx, store.Query{Index: store.GSI5, PK: OpenPK(shard), SKPrefix: prefix, After: after, Limit: limit})
 }
 
 func (s *Service) openPage(ctx context.Context, q store.Query) ([][]expect.Instant, string, error) {

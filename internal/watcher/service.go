@@ -341,10 +341,9 @@ func (s *Service) List(ctx context.Context, agentID string, f ListFilter) ([]*ex
 	}
 	q := store.Query{PK: agentPK(agentID), SKPrefix: "E#", Limit: limit, After: f.NextToken}
 	if f.SubjectType != "" && f.SubjectID != "" {
+		// The state is not in the index key (it would move the entry at
+		// every close): a page by state is filtered below.
 		q = store.Query{Index: store.GSI2, PK: subjectPK(agentID, expect.Subject{Type: f.SubjectType, ID: f.SubjectID}), Limit: limit, After: f.NextToken}
-		if f.State != "" {
-			q.SKPrefix = f.State + "#"
-		}
 	}
 	p, err := s.store.Query(ctx, q)
 	if errors.Is(err, store.ErrInvalid) {
@@ -684,7 +683,7 @@ func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
 }
 
 // ForEachIndexed calls fn with every expectation record in one gsi5
-// partition (OPEN shards, OUTBOX or DEAD), in sort order.
+// partition (an OPEN, OUTBOX or DEAD shard), in sort order.
 func (s *Service) ForEachIndexed(ctx context.Context, pk string, fn func(*expect.Record) error) error {
 	q := store.Query{Index: store.GSI5, PK: pk, Limit: 1000}
 	for {
@@ -706,6 +705,33 @@ func (s *Service) ForEachIndexed(ctx context.Context, pk string, fn func(*expect
 		}
 		q.After = p.Next
 	}
+}
+
+// ForEachOutbox calls fn with every lapse whose task is still to be sent,
+// shard after shard (each in lapse order).
+func (s *Service) ForEachOutbox(ctx context.Context, fn func(*expect.Record) error) error {
+	if err := s.ForEachIndexed(ctx, legacyOutboxPK, fn); err != nil {
+		return err
+	}
+	return s.forEachShard(ctx, QueueShards, OutboxPK, fn)
+}
+
+// ForEachDead calls fn with every dead-lettered lapse, shard after shard
+// (each in lapse order).
+func (s *Service) ForEachDead(ctx context.Context, fn func(*expect.Record) error) error {
+	if err := s.ForEachIndexed(ctx, legacyDeadPK, fn); err != nil {
+		return err
+	}
+	return s.forEachShard(ctx, QueueShards, DeadPK, fn)
+}
+
+func (s *Service) forEachShard(ctx context.Context, n int, pk func(int) string, fn func(*expect.Record) error) error {
+	for i := range n {
+		if err := s.ForEachIndexed(ctx, pk(i), fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UpdateRecord applies fn to one record in a read-modify-write with retry.

@@ -3,6 +3,8 @@ package dynamo
 import (
 	"context"
 	"maps"
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,6 +97,15 @@ type Capacity struct {
 	total   float64
 	table   float64
 	indexes map[string]float64
+	calls   []string
+}
+
+// Calls returns one line per write call counted so far, in order: the
+// operation and the units it consumed ("TransactWriteItems 6").
+func (c *Capacity) Calls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
 }
 
 // WriteUnits returns the write units counted so far.
@@ -116,12 +127,17 @@ func (c *Capacity) Breakdown() (table float64, indexes map[string]float64) {
 func (c *Capacity) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.total, c.table, c.indexes = 0, 0, nil
+	c.total, c.table, c.indexes, c.calls = 0, 0, nil, nil
 }
 
-func (c *Capacity) add(caps ...types.ConsumedCapacity) {
+func (c *Capacity) add(op string, caps ...types.ConsumedCapacity) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	units := 0.0
+	for _, cc := range caps {
+		units += aws.ToFloat64(cc.CapacityUnits)
+	}
+	c.calls = append(c.calls, op+" "+strconv.FormatFloat(units, 'f', -1, 64))
 	for _, cc := range caps {
 		c.total += aws.ToFloat64(cc.CapacityUnits)
 		if cc.Table != nil {
@@ -151,23 +167,23 @@ func CapacityMiddleware(capacity *Capacity) func(*middleware.Stack) error {
 				}
 				switch r := out.Result.(type) {
 				case *dynamodb.PutItemOutput:
-					addOne(capacity, r.ConsumedCapacity)
+					addOne(capacity, "PutItem", r.ConsumedCapacity)
 				case *dynamodb.UpdateItemOutput:
-					addOne(capacity, r.ConsumedCapacity)
+					addOne(capacity, "UpdateItem", r.ConsumedCapacity)
 				case *dynamodb.DeleteItemOutput:
-					addOne(capacity, r.ConsumedCapacity)
+					addOne(capacity, "DeleteItem", r.ConsumedCapacity)
 				case *dynamodb.TransactWriteItemsOutput:
-					capacity.add(r.ConsumedCapacity...)
+					capacity.add("TransactWriteItems", r.ConsumedCapacity...)
 				case *dynamodb.BatchWriteItemOutput:
-					capacity.add(r.ConsumedCapacity...)
+					capacity.add("BatchWriteItem", r.ConsumedCapacity...)
 				}
 				return out, md, err
 			}), middleware.After)
 	}
 }
 
-func addOne(c *Capacity, cc *types.ConsumedCapacity) {
+func addOne(c *Capacity, op string, cc *types.ConsumedCapacity) {
 	if cc != nil {
-		c.add(*cc)
+		c.add(op, *cc)
 	}
 }

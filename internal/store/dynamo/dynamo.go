@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -246,7 +247,12 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			return store.Page{}, apiErr("query", err)
 		}
 		for _, raw := range out.Items {
-			it, err := decodeItem(raw)
+			var it store.Item
+			if q.Index != "" {
+				it, err = decodeEntry(raw, q.Index)
+			} else {
+				it, err = decodeItem(raw)
+			}
 			if err != nil {
 				return store.Page{}, fmt.Errorf("dynamo: query: %w", err)
 			}
@@ -255,13 +261,83 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		if len(page.Items) > limit {
 			page.Items = page.Items[:limit]
 			page.Next = encodeToken(page.Items[limit-1], q.Index)
-			return page, nil
+			break
 		}
 		if len(out.LastEvaluatedKey) == 0 {
-			return page, nil
+			break
 		}
 		start = out.LastEvaluatedKey
 	}
+	if q.Index != "" {
+		items, err := s.current(ctx, q.Index, page.Items)
+		if err != nil {
+			return store.Page{}, err
+		}
+		page.Items = items
+	}
+	return page, nil
+}
+
+// decodeEntry decodes an index entry of a keys-only GSI: the table key and
+// the index key, nothing else.
+func decodeEntry(m map[string]types.AttributeValue, index store.IndexName) (store.Item, error) {
+	var it store.Item
+	var k store.IndexKey
+	var err error
+	if it.PK, err = getS(m, attrPK, true); err != nil {
+		return store.Item{}, err
+	}
+	if it.SK, err = getS(m, attrSK, true); err != nil {
+		return store.Item{}, err
+	}
+	if k.PK, err = getS(m, indexPKAttr(index), true); err != nil {
+		return store.Item{}, err
+	}
+	if k.SK, err = getS(m, indexSKAttr(index), true); err != nil {
+		return store.Item{}, err
+	}
+	it.Index = map[store.IndexName]store.IndexKey{index: k}
+	return it, nil
+}
+
+// current reads the items that index entries name (consistent GetItems,
+// several at a time) and returns, in the entries' order, those that still
+// carry the entry's key in index: the GSIs project keys only, so an index
+// query is a read of the index followed by a read of each item, and an
+// item that left the entry's place since the index was read is left out,
+// as the embedded adapter, whose indexes are never behind, would not
+// return it either.
+func (s *Store) current(ctx context.Context, index store.IndexName, entries []store.Item) ([]store.Item, error) {
+	got := make([]*store.Item, len(entries))
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			it, err := s.Get(ctx, e.Key)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				errs[i] = err
+			default:
+				got[i] = &it
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("dynamo: query: %w", err)
+	}
+	out := make([]store.Item, 0, len(entries))
+	for i, e := range entries {
+		if got[i] != nil && got[i].Index[index] == e.Index[index] {
+			out = append(out, *got[i])
+		}
+	}
+	return out, nil
 }
 
 // op is one validated write.
@@ -547,7 +623,8 @@ func optString(s string) *string {
 // S) and sk (RANGE, S), on-demand billing (PAY_PER_REQUEST), a stream with
 // NEW_AND_OLD_IMAGES, and one global secondary index per name in
 // store.Indexes, keyed NAME_pk (HASH) and NAME_sk (RANGE) and projecting
-// ALL attributes. It then waits until the table and its indexes are ACTIVE,
+// only the keys (KEYS_ONLY: Query reads each item itself). It then waits
+// until the table and its indexes are ACTIVE,
 // polling DescribeTable until ctx is done. A table that already exists is
 // accepted (the call is idempotent) when it has that key schema, those
 // indexes and a stream with both images.
@@ -576,7 +653,7 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 				{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
 				{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
 			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		})
 	}
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -671,8 +748,8 @@ func checkLayout(t *types.TableDescription) error {
 			if h, r := keyOf(g.KeySchema); h != indexPKAttr(name) || r != indexSKAttr(name) {
 				return fmt.Errorf("existing index %s has key %s/%s", name, h, r)
 			}
-			if g.Projection == nil || g.Projection.ProjectionType != types.ProjectionTypeAll {
-				return fmt.Errorf("existing index %s does not project ALL", name)
+			if g.Projection == nil || g.Projection.ProjectionType != types.ProjectionTypeKeysOnly {
+				return fmt.Errorf("existing index %s does not project KEYS_ONLY (a table of an earlier version, whose indexes projected ALL: there is no migration; use a new table)", name)
 			}
 		}
 		if !found {

@@ -437,6 +437,26 @@ func TestCreateTable(t *testing.T) {
 	if err := dynamo.CreateTable(ctx, db, old); err == nil || !strings.Contains(err.Error(), "gsi4") {
 		t.Fatalf("CreateTable over the earlier layout = %v, want an error naming gsi4", err)
 	}
+	// A table whose indexes project ALL (before keys-only indexes) is refused.
+	all := table + "-all"
+	defs, gsis = defs[:2], nil
+	for _, n := range []string{"gsi1", "gsi2", "gsi5"} {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(n + "_pk"), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(n + "_sk"), AttributeType: types.ScalarAttributeTypeS})
+		gsis = append(gsis, gsi(n))
+	}
+	_, err = db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(all), AttributeDefinitions: defs, GlobalSecondaryIndexes: gsis, BillingMode: types.BillingModePayPerRequest,
+		KeySchema:           []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(all)})
+	if err := dynamo.CreateTable(ctx, db, all); err == nil || !strings.Contains(err.Error(), "KEYS_ONLY") {
+		t.Fatalf("CreateTable over indexes projecting ALL = %v, want an error naming KEYS_ONLY", err)
+	}
 }
 
 func TestInvalid(t *testing.T) {
