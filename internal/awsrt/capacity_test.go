@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,9 +147,19 @@ func TestWriteUnitsPerExpectation(t *testing.T) {
 		return satisfied, lapsed
 	}
 	lifecycle("small", "paid")
-	// About 1.3 KB stored: what operators should expect of a record with
-	// a sentence or two of text (docs/operations.md assumes 1-2 KB).
-	lifecycle("typical", strings.Repeat("invoice 42 is paid in full by the customer. ", 12))
+	// About 1.3 KB of record: one with a paragraph of text
+	// (docs/operations.md assumed 1-2 KB).
+	lifecycle("typical", typicalExpects)
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// typicalExpects is a paragraph of prose, as an agent might state what it
+// expects (about 560 bytes; prose compresses far less than repeated text).
+const typicalExpects = "Invoice 42 from Northwind Traders (net 30, EUR 18,240.00, purchase order PO-7731) " +
+	"is paid in full into the operating account ending 0193, with the remittance advice matched by " +
+	"accounts receivable; a partial payment, a payment from a different payer, or one reversed within " +
+	"the bank's two-day recall window does not count. If the customer disputes a line item, the " +
+	"dispute is logged in the billing system with its ticket number and the undisputed remainder is " +
+	"paid instead. Escalate to the account owner, Priya Raman, before any late fee is applied or the " +
+	"account is placed on credit hold."

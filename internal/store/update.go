@@ -16,7 +16,8 @@ import (
 // back with a compare-and-set on the version that was read, items read as
 // absent are created with a conditional create. It also keeps the entries
 // of the lookup indexes (see Lookups) of the items it writes, in the same
-// commit. It is not safe for concurrent use.
+// commit (or around it, for a store that keeps them apart: EntriesApart).
+// It is not safe for concurrent use.
 type Tx struct {
 	s      Store
 	reads  map[Key]int64 // 0 = read as absent
@@ -200,6 +201,12 @@ func (tx *Tx) entryWrites() []Write {
 		if w.Put != nil {
 			cur = lookupKeys(*w.Put)
 		}
+		// The version the item's write gives it (puts with lookup keys
+		// are always conditional).
+		version := w.Cond.Version + 1
+		if w.Cond.Kind == IfAbsent {
+			version = 1
+		}
 		for _, name := range Lookups {
 			o, n := old[name], cur[name]
 			if o == n {
@@ -210,7 +217,7 @@ func (tx *Tx) entryWrites() []Write {
 				add(Write{Delete: &ek})
 			}
 			if !n.IsZero() {
-				add(Write{Put: &Item{Key: Key(n), Type: TypeLookupEntry, Data: encodeEntry(key)}})
+				add(Write{Put: &Item{Key: Key(n), Type: TypeLookupEntry, Data: encodeEntry(key, version)}})
 			}
 		}
 	}
@@ -256,7 +263,11 @@ func (tx *Tx) splitOverflow(ctx context.Context) (main []Write, late []Key, err 
 
 // dropStale deletes the lookup entry under key unless the item it names
 // carries that key, as a compare-and-set on the entry as read: an entry
-// written again meanwhile (the item took the key again) stays.
+// written again meanwhile (the item took the key again) stays. An entry
+// written for a version of the item later than the one read stays too: it
+// may be the entry of a commit not yet applied, whose writer put it first.
+// (Versions restart when an item is deleted and created again, so an entry
+// of an absent item is deleted.)
 func dropStale(ctx context.Context, s Store, key Key) error {
 	return Update(ctx, s, func(tx *Tx) error {
 		e, ok, err := tx.Get(ctx, key)
@@ -278,24 +289,153 @@ func dropStale(ctx context.Context, s Store, key Key) error {
 				}
 			}
 		}
+		if ok && entryVersion(e) > it.Version {
+			return nil
+		}
 		tx.Delete(key)
 		return nil
 	})
 }
 
-// encodeEntry and decodeEntry are the data of a lookup entry: the key of the
-// item it names.
-func encodeEntry(k Key) []byte {
-	b, _ := json.Marshal(k)
+// entryData is the data of a lookup entry: the key of the item it names
+// and the version of the item whose commit put the entry (absent in
+// entries of earlier versions).
+type entryData struct {
+	Key
+	Version int64 `json:"v,omitempty"`
+}
+
+// encodeEntry and decodeEntry are the data of a lookup entry.
+func encodeEntry(k Key, version int64) []byte {
+	b, _ := json.Marshal(entryData{k, version})
 	return b
 }
 
 func decodeEntry(it Item) (Key, error) {
-	var k Key
-	if err := json.Unmarshal(it.Data, &k); err != nil || k.PK == "" || k.SK == "" {
+	var d entryData
+	if err := json.Unmarshal(it.Data, &d); err != nil || d.PK == "" || d.SK == "" {
 		return Key{}, fmt.Errorf("store: lookup entry %s does not name an item: %w", it.Key, ErrInvalid)
 	}
-	return k, nil
+	return d.Key, nil
+}
+
+func entryVersion(it Item) int64 {
+	var d entryData
+	_ = json.Unmarshal(it.Data, &d)
+	return d.Version
+}
+
+// EntriesApart is implemented by a Store whose multi-write commits cost
+// more than their writes one by one (a DynamoDB transaction costs each
+// write twice). When LookupEntriesApart reports true, Update writes the
+// lookup entries outside the item's commit, each in a write of its own: the
+// new entries before the commit, so that a lookup that sees the commit sees
+// its entries, and the deletes of the entries the commit made stale after
+// it (dropStale, best effort). A lookup stays exact, as in splitOverflow:
+// an entry left behind, or put by an attempt that then failed, names an
+// item without that key, which Lookup skips.
+type EntriesApart interface {
+	LookupEntriesApart() bool
+}
+
+func entriesApart(s Store) bool {
+	ea, ok := s.(EntriesApart)
+	return ok && ea.LookupEntriesApart()
+}
+
+// commitApart commits tx with its lookup entries apart (see EntriesApart).
+func (tx *Tx) commitApart(ctx context.Context) error {
+	if len(tx.writes) > MaxCommitWrites {
+		return ErrTooManyWrites
+	}
+	var puts []Write
+	for _, w := range tx.entryWrites() {
+		if w.Put != nil {
+			puts = append(puts, w)
+		}
+	}
+	if err := eachAtOnce(puts, func(w Write) error { return tx.s.Commit(ctx, []Write{w}) }); err != nil {
+		return err
+	}
+	if err := tx.s.Commit(ctx, tx.writes); err != nil {
+		return err
+	}
+	// Best effort: an entry left behind is skipped by lookups.
+	_ = eachAtOnce(tx.staleEntries(), func(d staleEntry) error { return dropAfter(ctx, tx.s, d.key, d.version) })
+	return nil
+}
+
+// staleEntry is a lookup entry that a commit made stale: the item it names
+// was written at version without its key (or deleted at that version).
+type staleEntry struct {
+	key     Key
+	version int64
+}
+
+// staleEntries returns the entries the staged writes make stale.
+func (tx *Tx) staleEntries() []staleEntry {
+	var out []staleEntry
+	seen := map[Key]bool{}
+	for _, w := range tx.writes {
+		if w.Check != nil {
+			continue
+		}
+		old := tx.lookups[w.Key()]
+		var cur map[IndexName]IndexKey
+		version := w.Cond.Version
+		if w.Put != nil {
+			cur = lookupKeys(*w.Put)
+			version++
+		}
+		for _, name := range Lookups {
+			if o := old[name]; !o.IsZero() && o != cur[name] && !seen[Key(o)] {
+				seen[Key(o)] = true
+				out = append(out, staleEntry{Key(o), version})
+			}
+		}
+	}
+	return out
+}
+
+// dropAfter deletes the lookup entry under key after a commit wrote the
+// item it names at version without that key, unless the entry was put again
+// since for a later version (the item takes the key again), as a
+// compare-and-set on the entry as read. It needs no read of the item.
+func dropAfter(ctx context.Context, s Store, key Key, version int64) error {
+	return Update(ctx, s, func(tx *Tx) error {
+		e, ok, err := tx.Get(ctx, key)
+		if err != nil || !ok || e.Type != TypeLookupEntry || entryVersion(e) > version {
+			return err
+		}
+		tx.Delete(key)
+		return nil
+	})
+}
+
+// eachAtOnce calls fn for every element, eight at a time, and returns the
+// first error.
+func eachAtOnce[T any](xs []T, fn func(T) error) error {
+	if len(xs) == 1 {
+		return fn(xs[0])
+	}
+	errs := make([]error, len(xs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, x := range xs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(x)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Lookup returns the items whose key in lookup index name has partition pk,
@@ -416,7 +556,8 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 var ErrTooManyWrites = fmt.Errorf("%w: more than %d writes in one commit", ErrInvalid, MaxCommitWrites)
 
 // Update runs fn in an optimistic transaction and commits what it staged,
-// atomically. On a condition failure it runs fn again on fresh reads, up to
+// atomically (the lookup entries it implies in the same commit, or around
+// it when the store keeps them apart: EntriesApart). On a condition failure it runs fn again on fresh reads, up to
 // a bounded number of attempts with jittered backoff; after that it returns
 // the conflict. fn must be a pure function of what it reads (it may run more
 // than once). An error returned by fn aborts without writing.
@@ -433,6 +574,19 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 		}
 		if len(tx.writes) == 0 {
 			return nil
+		}
+		if entriesApart(s) {
+			err = tx.commitApart(ctx)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrConflict) || attempt == attempts-1 {
+				return err
+			}
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+			continue
 		}
 		writes := tx.Writes()
 		var late []Key
@@ -454,15 +608,23 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 		if !errors.Is(err, ErrConflict) || attempt == attempts-1 {
 			return err
 		}
-		// Full jitter under a low cap: a writer that lost keeps retrying
-		// about as often as the ones that won, so none starves.
-		ceiling := time.Duration(1<<min(attempt, 5)) * time.Millisecond
-		backoff := time.Duration(rand.Int64N(int64(ceiling))) + 100*time.Microsecond
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		if err := backoff(ctx, attempt); err != nil {
+			return err
 		}
 	}
 	return err
+}
+
+// backoff waits before attempt+1 of Update. Full jitter under a low cap:
+// a writer that lost keeps retrying about as often as the ones that won,
+// so none starves.
+func backoff(ctx context.Context, attempt int) error {
+	ceiling := time.Duration(1<<min(attempt, 5)) * time.Millisecond
+	d := time.Duration(rand.Int64N(int64(ceiling))) + 100*time.Microsecond
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -639,5 +641,56 @@ func TestStreamCheckpoint(t *testing.T) {
 	defer fresh.Close()
 	if n := len(read(fresh)); n != 6 {
 		t.Fatalf("with another stream's checkpoint: %d changes, want all 6 again", n)
+	}
+}
+
+// TestDataCompressed: data of 512 bytes or more is stored deflated (dataz)
+// when that is smaller, read back as given, and a later put of small data
+// (conditional or blind) stores it plain and removes dataz; the size bound
+// applies to the data as given.
+func TestDataCompressed(t *testing.T) {
+	db, _ := clients(t)
+	table := dynamotest.NewTable(t, db, "deflate-")
+	s := dynamo.New(db, table)
+	ctx := ctxT(t)
+	raw := func(k store.Key) map[string]types.AttributeValue {
+		t.Helper()
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k.PK}, "sk": &types.AttributeValueMemberS{Value: k.SK}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	big := `{"text":"` + strings.Repeat("the same words again and again ", 100) + `"}`
+	it := item("p", "a", big)
+	mustCommit(t, s, store.PutIfAbsent(it))
+	m := raw(it.Key)
+	if _, plain := m["data"]; plain || m["dataz"] == nil {
+		t.Fatalf("stored attributes %v: want dataz and no data", slices.Collect(maps.Keys(m)))
+	}
+	if z := m["dataz"].(*types.AttributeValueMemberB).Value; len(z) >= len(big)/4 {
+		t.Fatalf("dataz holds %d bytes of %d", len(z), len(big))
+	}
+	if got := mustGet(t, s, it.Key); string(got.Data) != big {
+		t.Fatalf("read back %q", got.Data)
+	}
+	for _, w := range []store.Write{store.PutIfVersion(item("p", "a", `{"small":1}`), 1), {Put: &store.Item{Key: it.Key, Type: "test", Data: []byte(`{"small":2}`)}}} {
+		mustCommit(t, s, w)
+		m = raw(it.Key)
+		if _, z := m["dataz"]; z || m["data"] == nil {
+			t.Fatalf("after a small put, stored attributes %v: want data and no dataz", slices.Collect(maps.Keys(m)))
+		}
+	}
+	mustCommit(t, s, store.Write{Put: &store.Item{Key: it.Key, Type: "test", Data: []byte(big)}})
+	if m = raw(it.Key); m["data"] != nil || m["dataz"] == nil {
+		t.Fatalf("after a blind big put, stored attributes %v: want dataz only", slices.Collect(maps.Keys(m)))
+	}
+	if got := mustGet(t, s, it.Key); string(got.Data) != big {
+		t.Fatalf("read back %q", got.Data)
+	}
+	huge := item("p", "h", `"`+strings.Repeat("x", store.MaxItemBytes)+`"`)
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(huge)}); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("an item over the bound that compresses small: %v, want ErrTooLarge", err)
 	}
 }
