@@ -112,12 +112,15 @@ func exp(id, due string, extra ...func(map[string]any)) map[string]any {
 	return m
 }
 
-// TestDynamoDBCallBudgets pins the DynamoDB calls of the request paths:
-// raising one expectation is one transaction (the record and its lookup
-// entries; the superseded record too when it supersedes), a fact is one
-// consistent query of its lookup entries, one GetItem per expectation found
-// and one transaction carrying each expectation it changes, their lookup
-// entries and the subject, and nothing ever scans.
+// TestDynamoDBCallBudgets pins the DynamoDB calls of the request paths.
+// Lookup entries are written apart from the item's commit (store.EntriesApart:
+// a transaction would cost each of them twice): raising one expectation is
+// one conditional PutItem of the record after one write of each of its two
+// lookup entries (fact key, task), no transaction; a fact is one consistent
+// query of its lookup entries, one GetItem per expectation found, one
+// transaction carrying each expectation it changes and the subject, then the
+// delete of each entry it made stale (a GetItem and a conditional
+// DeleteItem); and nothing ever scans.
 func TestDynamoDBCallBudgets(t *testing.T) {
 	counter := &dynamo.Counter{}
 	items := &itemCounter{}
@@ -130,23 +133,23 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 	counter.Reset()
 	items.n.Store(0)
 	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e1", due)}})
-	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
-		t.Fatalf("raise: %d writes (%v), want one TransactWriteItems", w, counter.Snapshot())
+	if w, p, u := writes(counter), counter.Count("PutItem"), counter.Count("UpdateItem"); w != 3 || p != 1 || u != 2 {
+		t.Fatalf("raise: %d writes (%v), want one PutItem and two entry writes (UpdateItem)", w, counter.Snapshot())
 	}
 	t.Logf("raise: %v, %d items written (the record and its lookup entries)", counter.Snapshot(), items.n.Load())
 
 	counter.Reset()
 	call(t, h, "POST", "/v1/agents/a1/expectations", map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{exp("e2", due, func(m map[string]any) { m["supersedes"] = "e1" })}})
-	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
-		t.Fatalf("supersede: %v, want one TransactWriteItems", counter.Snapshot())
+	if w, tx, u, d := writes(counter), counter.Count("TransactWriteItems"), counter.Count("UpdateItem"), counter.Count("DeleteItem"); w != 5 || tx != 1 || u != 2 || d != 2 {
+		t.Fatalf("supersede: %v, want one TransactWriteItems (both records), two entry writes and two entry deletes", counter.Snapshot())
 	}
 	t.Logf("raise superseding: %v", counter.Snapshot())
 
 	counter.Reset()
 	items.n.Store(0)
 	call(t, h, "POST", "/v1/agents/a1/facts", map[string]any{"facts": []any{map[string]any{"factKey": "paid.e2", "observedAt": expect.FormatTime(time.Now())}}})
-	if q, g, w := counter.Count("Query"), counter.Count("GetItem"), writes(counter); q != 1 || w != 1 || g != 3 {
-		t.Fatalf("fact: %v, want one lookup query, three GetItems (card, expectation, subject) and one write", counter.Snapshot())
+	if q, g, w, tx, d := counter.Count("Query"), counter.Count("GetItem"), writes(counter), counter.Count("TransactWriteItems"), counter.Count("DeleteItem"); q != 1 || w != 3 || tx != 1 || d != 2 || g != 5 {
+		t.Fatalf("fact: %v, want one lookup query, five GetItems (card, expectation, subject, two stale entries), one TransactWriteItems and two entry deletes", counter.Snapshot())
 	}
 	t.Logf("fact: %v, %d items written (the record, the subject, the deletes of its lookup entries)", counter.Snapshot(), items.n.Load())
 
@@ -168,8 +171,8 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 	if r, _ := rt.Watcher.Get(context.Background(), "a1", "e3"); r.State != expect.StateLapsed {
 		t.Fatalf("e3 did not lapse: %s", r.State)
 	}
-	if w, tx := writes(counter), counter.Count("TransactWriteItems"); w != 1 || tx != 1 {
-		t.Fatalf("lapse: %v, want one TransactWriteItems", counter.Snapshot())
+	if w, p, d := writes(counter), counter.Count("PutItem"), counter.Count("DeleteItem"); w != 2 || p != 1 || d != 1 {
+		t.Fatalf("lapse: %v, want one PutItem and the delete of its task entry", counter.Snapshot())
 	}
 	t.Logf("lapse: %v, %d items written (the record, the delete of its task entry)", counter.Snapshot(), items.n.Load())
 
