@@ -114,7 +114,9 @@ func (w *Window) Run(ctx context.Context) {
 		if !w.retry(ctx, "advance", w.advance) {
 			return
 		}
-		if !sleep(ctx, w.end.Add(-w.lookahead()).Sub(w.Timers.now())) {
+		// Until now+lookahead passes the end (a millisecond after it, so
+		// that the next advance has a minute to load).
+		if !sleep(ctx, w.end.Add(-w.lookahead()).Sub(w.Timers.now())+time.Millisecond) {
 			return
 		}
 	}
