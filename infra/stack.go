@@ -63,6 +63,12 @@ var Routes = []Route{
 	{"POST", "/v1/verifications/{verificationId}/grades", false},
 	{"GET", "/v1/keys/verify", false},
 	{"POST", "/mcp", false}, // the MCP endpoint (internal/mcpapi): tools for LLM agents
+	// The web console: its page and files are public (no authorizer); its
+	// data comes through the routes above with the token the person enters.
+	{"GET", "/console", true},
+	{"GET", "/console/{asset}", true},
+	{"GET", "/v1/agents", false},
+	{"GET", "/v1/agents/{agentId}/anticipations", false},
 }
 
 // PushRoute is the route where A2A pushes land, which takes the A2A 0.3

@@ -23,6 +23,7 @@ import (
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/console"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/outbox"
@@ -144,6 +145,7 @@ func run() error {
 			return err
 		}
 		mcpapi.Mount(rt.API())
+		rt.API().Console = console.Assets{}
 		handler = rt.HTTP()
 		closeRuntime = func() error { local.Close(); return nil }
 		log.Info("AWS mode", "endpoint", *awsEndpoint, "table", *table, "scheduleGroup", *group)
@@ -170,6 +172,7 @@ func run() error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	fmt.Printf("clockwork listening on http://%s (data in %s)\n", ln.Addr(), *data)
+	fmt.Printf("web console: http://%s/console\n", ln.Addr())
 	if generated != "" {
 		fmt.Printf("token (every scope, every agent; printed once): %s\n", generated)
 	}

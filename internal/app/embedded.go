@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/console"
 	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -168,6 +169,7 @@ func Start(cfg Config) (*App, error) {
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
 	mcpapi.Mount(a.Handler)
+	a.Handler.Console = console.Assets{}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel

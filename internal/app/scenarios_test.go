@@ -50,6 +50,7 @@ var scenarios = []struct {
 	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
 	{"GoClient", scenarioGoClient},
 	{"MCPTools", scenarioMCPTools},
+	{"ConsoleListings", scenarioConsoleListings},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

@@ -3,6 +3,7 @@ package evaluation
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/store"
@@ -16,6 +17,7 @@ import (
 //	execution       PLAN#<plan>      EXEC
 //	event           PLAN#<plan>      EV#<seq, 12 digits>
 //	event id        PLAN#<plan>      EID#<event_id>
+//	                                                    gsi5: AA#<agent> / <received_at>#<id> (listing)
 //	verification    VER#<vid>        VER                gsi1: AV#<anticipation> / <vid>
 //
 // The anticipations bound to a plan or scope are a lookup index (lk1: its
@@ -60,6 +62,7 @@ func verificationKey(id string) store.Key { return store.Key{PK: "VER#" + esc(id
 func planBoundPK(plan string) string      { return "PA#" + esc(plan) }
 func scopeBoundPK(scope string) string    { return "SA#" + esc(scope) }
 func byAnticipationPK(id string) string   { return "AV#" + esc(id) }
+func byAgentPK(agent string) string       { return "AA#" + esc(agent) }
 
 // AnticipationRecord is a stored ANTICIPATE with its sealing state.
 type AnticipationRecord struct {
@@ -153,7 +156,18 @@ func anticipationItem(r *AnticipationRecord) (store.Item, error) {
 	} else {
 		idx[lookupBound] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
 	}
+	idx[store.GSI5] = store.IndexKey{PK: byAgentPK(r.AgentID), SK: receivedSortKey(r.ReceivedAt) + "#" + esc(r.AnticipateID)}
 	return mkItem(anticipationKey(r.AnticipateID), TypeAnticipation, r, idx)
+}
+
+// receivedSortKey is received_at at a fixed width, so that the agent's
+// listing sorts by time.
+func receivedSortKey(receivedAt string) string {
+	t, err := time.Parse(time.RFC3339Nano, receivedAt)
+	if err != nil {
+		return receivedAt
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }
 
 func decode[T any](it store.Item) (*T, error) {

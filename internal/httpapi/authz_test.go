@@ -82,6 +82,10 @@ func authzCases() []authzCase {
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
 		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 			"params": map[string]any{"name": "get_expectation", "arguments": map[string]any{"agentId": "agent-1", "expectationId": "exp-open"}}})), scope: auth.Read, bound: true},
+		{name: "console", pattern: "GET /console", method: "GET", path: "/console", public: true},
+		{name: "console asset", pattern: "GET /console/{asset}", method: "GET", path: "/console/app.js", public: true},
+		{name: "list agents", pattern: "GET /v1/agents", method: "GET", path: "/v1/agents", scope: auth.Read},
+		{name: "list anticipations", pattern: "GET /v1/agents/{agentId}/anticipations", method: "GET", path: "/v1/agents/agent-1/anticipations", scope: auth.Read, bound: true},
 	}
 }
 

@@ -46,6 +46,9 @@ type Handler struct {
 	// MCP serves POST /mcp once the handler has authorised the request
 	// (internal/mcpapi.Mount sets it; nil answers 404).
 	MCP http.Handler
+	// Console serves the web console at /console; nil answers its routes
+	// with 404 (the Lambdas that are not the API do not link it).
+	Console ConsoleAssets
 
 	mux      *http.ServeMux
 	patterns []string
@@ -102,6 +105,12 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
 		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
 		{Pattern: "POST /mcp", fn: h.mcp},
+		// The web console (public static files; its data comes through the
+		// routes above with the token the person enters) and its listings.
+		{Pattern: "GET /console", Public: true, fn: h.consolePage},
+		{Pattern: "GET /console/{asset}", Public: true, fn: h.consoleAsset},
+		{Pattern: "GET /v1/agents", Scope: auth.Read, fn: h.listAgents},
+		{Pattern: "GET /v1/agents/{agentId}/anticipations", Scope: auth.Read, Agent: true, Eval: true, fn: h.listAnticipations},
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 //	gsi5 work      OPEN#<shard>                  <next instant>#<agent>#<expId>   open
 //	               OUTBOX#<shard>                <lapsedAt>#<agent>#<expId>       lapse task not yet delivered
 //	               DEAD#<shard>                  <lapsedAt>#<agent>#<expId>       lapse task dead-lettered
+//	               AGENTS                        <agent>                          agent card (listing; cards are PUT rarely)
 //
 // The GSIs project keys only (a reader reads each item it finds), so an
 // index costs a write only when an item enters it, leaves it or moves in

@@ -81,6 +81,7 @@ func (s *Service) PutCard(ctx context.Context, agentID string, raw []byte) (expe
 			return err
 		}
 		it.Key, it.Type, it.Data = CardKey(agentID), TypeCard, card.Raw
+		it.Index = cardIndex(agentID)
 		tx.Put(it)
 		return nil
 	})
