@@ -288,6 +288,9 @@ func (b *browser) open(url string) {
 // verdict changes, and a grade on a final verdict shows the 409), at a
 // desktop and a phone width.
 func TestConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser test runs in the full run")
+	}
 	start := time.Now()
 	e := startEnv(t)
 	b := newBrowser(t)
