@@ -16,6 +16,13 @@ import (
 // environment) and returns its exit code and stderr.
 func runApp(t *testing.T, root, outdir string, context map[string]any, env ...string) (int, string) {
 	t.Helper()
+	return runAppArgs(t, root, outdir, context, nil, env...)
+}
+
+// runAppArgs is runApp with appArgs on the app's command line
+// (go run ./infra appArgs...).
+func runAppArgs(t *testing.T, root, outdir string, context map[string]any, appArgs []string, env ...string) (int, string) {
+	t.Helper()
 	var cfg struct {
 		App string `json:"app"`
 	}
@@ -35,9 +42,9 @@ func runApp(t *testing.T, root, outdir string, context map[string]any, env ...st
 		t.Fatal(err)
 	}
 	ctxJSON, _ := json.Marshal(context)
-	cmd := exec.Command(goBin, args[1:]...)
+	cmd := exec.Command(goBin, append(args[1:], appArgs...)...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outdir, "CDK_CONTEXT_JSON="+string(ctxJSON), "JSII_NODE=")
+	cmd.Env = append(os.Environ(), "CDK_OUTDIR="+outdir, "CDK_CONTEXT_JSON="+string(ctxJSON))
 	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
@@ -61,7 +68,7 @@ func TestAppSynthesizes(t *testing.T) {
 
 	t.Run("prod", func(t *testing.T) {
 		out := t.TempDir()
-		code, stderr := runApp(t, root, out, map[string]any{"stage": "prod"})
+		code, stderr := runApp(t, root, out, map[string]any{"stage": "prod", "alarmEmail": "oncall@example.com"})
 		if code != 0 {
 			t.Fatalf("synth exited %d:\n%s", code, stderr)
 		}
@@ -122,6 +129,46 @@ func TestAppSynthesizes(t *testing.T) {
 		}
 	})
 
+	t.Run("prod without an alarm subscription", func(t *testing.T) {
+		code, stderr := runApp(t, root, t.TempDir(), map[string]any{"stage": "prod"})
+		if code == 0 || !strings.Contains(stderr, "-c alarmEmail=") {
+			t.Errorf("prod without alarmEmail: exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+
+	// `go run ./infra -c stage=prod` reads its arguments (it used to
+	// ignore them and synthesize dev): prod without an alarm subscription
+	// is refused, which dev would not be; an argument it does not know is
+	// refused too. (Both fail before the functions are built: cheap.)
+	t.Run("arguments", func(t *testing.T) {
+		code, stderr := runAppArgs(t, root, t.TempDir(), nil, []string{"-c", "stage=prod"})
+		if code == 0 || !strings.Contains(stderr, "stage prod needs someone to hear its alarms") {
+			t.Errorf("go run ./infra -c stage=prod: exit %d, stderr:\n%s", code, stderr)
+		}
+		for _, bad := range [][]string{{"--stage", "prod"}, {"-c", "stage"}, {"-c", "colour=blue"}, {"deploy"}} {
+			code, stderr := runAppArgs(t, root, t.TempDir(), nil, bad)
+			if code == 0 || !strings.Contains(stderr, "-c key=value") {
+				t.Errorf("go run ./infra %v: exit %d, stderr:\n%s", bad, code, stderr)
+			}
+		}
+	})
+
+	t.Run("old node", func(t *testing.T) {
+		bin := t.TempDir()
+		goBin, _ := exec.LookPath("go")
+		if err := os.Symlink(goBin, filepath.Join(bin, "go")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "node"), []byte("#!/bin/sh\necho v20.20.2\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cgo, _ := exec.Command(goBin, "env", "CGO_ENABLED").Output()
+		code, stderr := runApp(t, root, t.TempDir(), nil, "PATH="+bin+":/bin:/usr/bin", "CGO_ENABLED="+strings.TrimSpace(string(cgo)), "JSII_NODE=")
+		if code == 0 || !strings.Contains(stderr, "too old") || !strings.Contains(stderr, NodeInstaller) {
+			t.Errorf("with node 20: exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+
 	t.Run("no node", func(t *testing.T) {
 		// Only go on PATH: the app must say to install Node.js, not crash.
 		bin := t.TempDir()
@@ -135,7 +182,7 @@ func TestAppSynthesizes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, stderr := runApp(t, root, t.TempDir(), nil, "PATH="+bin, "CGO_ENABLED="+strings.TrimSpace(string(cgo)))
+		code, stderr := runApp(t, root, t.TempDir(), nil, "PATH="+bin, "CGO_ENABLED="+strings.TrimSpace(string(cgo)), "JSII_NODE=")
 		if code == 0 || !strings.Contains(stderr, "Install Node.js") {
 			t.Errorf("without node: exit %d, stderr:\n%s", code, stderr)
 		}

@@ -20,8 +20,13 @@ const ModulePath = "github.com/agentclock/clockwork"
 // calling lambda.Start).
 var Functions = []string{"api", "authorizer", "clock", "stream"}
 
-// MinNodeMajor is the oldest Node.js the CDK construct library supports.
-const MinNodeMajor = 18
+// MinNodeMajor is the oldest Node.js the CDK construct library supports
+// (22 and 24; 20 reached its end of life in April 2026).
+const MinNodeMajor = 22
+
+// NodeInstaller installs (once, pinned, cached) and prints a Node.js 22 for
+// machines whose own is older.
+const NodeInstaller = "infra/_tools/node22.sh"
 
 // CheckNode verifies that the Node.js the CDK construct library runs on is
 // present and recent enough. The Go CDK is a binding to the JavaScript
@@ -36,8 +41,8 @@ func CheckNode(lookPath func(string) (string, error)) (string, error) {
 	path, err := lookPath(bin)
 	if err != nil {
 		return "", fmt.Errorf("no Node.js (%s) found on PATH: the CDK construct library runs on Node.js even for a Go app. "+
-			"Install Node.js %d or newer (Debian/Ubuntu: apt-get install nodejs; otherwise https://nodejs.org), "+
-			"check that `node --version` works in this shell, and run synth again", bin, MinNodeMajor)
+			"Install Node.js %d or newer (https://nodejs.org), or run with JSII_NODE=\"$(%s path)\" (installs the pinned Node.js 22 from the npm registry once), "+
+			"check that `node --version` works in this shell, and run synth again", bin, MinNodeMajor, NodeInstaller)
 	}
 	out, err := exec.Command(path, "--version").Output()
 	if err != nil {
@@ -46,7 +51,8 @@ func CheckNode(lookPath func(string) (string, error)) (string, error) {
 	v := strings.TrimSpace(string(out))
 	major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(v, "v"), ".", 2)[0])
 	if major < MinNodeMajor {
-		return "", fmt.Errorf("the Node.js %s at %s is too old: the CDK construct library needs Node.js %d or newer; upgrade it and run synth again", v, path, MinNodeMajor)
+		return "", fmt.Errorf("the Node.js %s at %s is too old: the CDK construct library needs Node.js %d or newer; upgrade it, "+
+			"or run with JSII_NODE=\"$(%s path)\" (installs the pinned Node.js 22 from the npm registry once), and run synth again", v, path, MinNodeMajor, NodeInstaller)
 	}
 	return v, nil
 }

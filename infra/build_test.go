@@ -87,7 +87,7 @@ func TestCheckNodeMissing(t *testing.T) {
 	// An old node is refused with the version it needs.
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "node")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho v16.20.0\n"), 0o755); err != nil {
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho v20.20.2\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	_, err = CheckNode(func(string) (string, error) { return fake, nil })
@@ -283,6 +283,43 @@ func TestRoutesMatchHTTPHandler(t *testing.T) {
 	for _, r := range routes {
 		if !slices.Contains(served, r) {
 			t.Errorf("the HTTP API routes %q but internal/httpapi does not serve it: remove it from Routes in infra/stack.go", r)
+		}
+	}
+}
+
+// TestContextFromArgs: the app's own command line takes -c key=value like
+// the CLI and refuses anything else, saying what it takes.
+func TestContextFromArgs(t *testing.T) {
+	got, err := ContextFromArgs([]string{"-c", "stage=prod", "--context", "alarmEmail=a@b.c", "-c=arch=x86_64", "--context=stage=staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["stage"] != "staging" || got["alarmEmail"] != "a@b.c" || got["arch"] != "x86_64" || len(got) != 3 {
+		t.Errorf("context %v", got)
+	}
+	for _, bad := range [][]string{{"--stage", "prod"}, {"-c"}, {"-c", "stage"}, {"-c", "=prod"}, {"-c", "colour=blue"}, {"synth"}} {
+		if _, err := ContextFromArgs(bad); err == nil || !strings.Contains(err.Error(), "-c key=value") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+}
+
+// TestAlarmSubscriptionRequiredOutsideDev: staging and prod refuse to
+// synthesize without someone to hear the alarms, saying what to pass.
+func TestAlarmSubscriptionRequiredOutsideDev(t *testing.T) {
+	for _, stage := range Stages {
+		_, err := ConfigFromContext(ctx(map[string]any{"stage": stage}))
+		if stage == "dev" {
+			if err != nil {
+				t.Errorf("dev without alarmEmail: %v", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "-c alarmEmail=") {
+			t.Errorf("%s without alarmEmail: %v", stage, err)
+		}
+		if _, err := ConfigFromContext(ctx(map[string]any{"stage": stage, "alarmEmail": "oncall@example.com"})); err != nil {
+			t.Errorf("%s with alarmEmail: %v", stage, err)
 		}
 	}
 }

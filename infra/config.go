@@ -38,7 +38,22 @@ type Config struct {
 	// 0 leaves the function unreserved (accounts with a concurrency quota of
 	// 10, new accounts, cannot reserve any).
 	ClockConcurrency int
-	// AlarmEmail, when set, is subscribed to the alarm topic.
+	// APIConcurrency, AuthorizerConcurrency and StreamConcurrency are the
+	// reserved concurrency of those functions (0: unreserved). The api's
+	// and authorizer's cap what a flood of requests can take from the
+	// account; the stream function's keeps its consumer alive (it is
+	// guaranteed, whatever the other functions take), so schedules and
+	// lapse deliveries go on while the API is flooded.
+	APIConcurrency, AuthorizerConcurrency, StreamConcurrency int
+	// PublicThrottleRate and PublicThrottleBurst throttle each route that
+	// needs no token (/healthz, /openapi.json), below the stage default.
+	PublicThrottleRate, PublicThrottleBurst int
+	// SigningKeyParameter is the SSM SecureString holding the hex Ed25519
+	// seed that signs VERIFY messages (SIGNING_KEY_PARAMETER; created by the
+	// operator, like the tokens). Empty: VERIFYs are not server-signed.
+	SigningKeyParameter string
+	// AlarmEmail is subscribed to the alarm topic. Required outside dev
+	// (Check): alarms nobody hears protect nothing.
 	AlarmEmail string
 	// AllowPrivateAgents lets lapse tasks reach agents on loopback and
 	// private addresses (ALLOW_PRIVATE_AGENTS). Off by default; only a dev
@@ -54,8 +69,22 @@ type Config struct {
 	JudgeKind, JudgeModel, JudgeURL, JudgeAPIKeyParameter string
 }
 
-// Retain reports whether the table and logs outlive the stack.
+// Retain reports whether the table, queues and logs outlive the stack.
 func (c Config) Retain() bool { return c.Stage != "dev" }
+
+// TerminationProtection reports whether CloudFormation refuses to delete
+// the stack (prod).
+func (c Config) TerminationProtection() bool { return c.Stage == "prod" }
+
+// Check refuses a configuration that must not be deployed, saying what to
+// pass: outside dev, an alarm subscription.
+func (c Config) Check() error {
+	if c.Stage != "dev" && c.AlarmEmail == "" {
+		return fmt.Errorf("context alarmEmail: stage %s needs someone to hear its alarms: pass -c alarmEmail=oncall@example.com "+
+			"(the address must confirm the subscription e-mail AWS sends); only dev may deploy without", c.Stage)
+	}
+	return nil
+}
 
 // DefaultConfig returns the settings of stage, or an error that says which
 // stages exist.
@@ -67,20 +96,24 @@ func DefaultConfig(stage string) (Config, error) {
 	switch stage {
 	case "dev":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 7, 50, 100, 5
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 10, 5, 2
 	case "staging":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 30, 100, 200, 20
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 50, 20, 10
 	case "prod":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 90, 1000, 2000, 100
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 50
 	default:
 		return Config{}, fmt.Errorf("unknown stage %q: the stage must be one of %s; pass it as -c stage=dev, -c stage=staging or -c stage=prod (cdk.json defaults to dev)",
 			stage, strings.Join(Stages, ", "))
 	}
+	c.PublicThrottleRate, c.PublicThrottleBurst = 10, 20
 	return c, nil
 }
 
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
-	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter"}
+	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -132,11 +165,20 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 		}
 		c.TokensParameter = v
 	}
+	if v, ok, err := str("signingKeyParameter"); err != nil {
+		return c, err
+	} else if ok && v != "" {
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " *?") {
+			return c, fmt.Errorf("context signingKeyParameter: %q is not an SSM parameter path; use a name such as /clockwork/%s/verify-key", v, c.Stage)
+		}
+		c.SigningKeyParameter = v
+	}
 	ints := []struct {
 		key string
 		dst *int
 		min int
-	}{{"clockConcurrency", &c.ClockConcurrency, 0}, {"throttleRate", &c.ThrottleRate, 1}, {"throttleBurst", &c.ThrottleBurst, 1}}
+	}{{"clockConcurrency", &c.ClockConcurrency, 0}, {"throttleRate", &c.ThrottleRate, 1}, {"throttleBurst", &c.ThrottleBurst, 1},
+		{"apiConcurrency", &c.APIConcurrency, 0}, {"authorizerConcurrency", &c.AuthorizerConcurrency, 0}, {"streamConcurrency", &c.StreamConcurrency, 0}}
 	for _, it := range ints {
 		v, ok, err := str(it.key)
 		if err != nil {
@@ -181,7 +223,10 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 		}
 		*it.dst = v
 	}
-	return c, c.checkJudge()
+	if err := c.checkJudge(); err != nil {
+		return c, err
+	}
+	return c, c.Check()
 }
 
 // checkJudge refuses a judge configuration the stream function could not

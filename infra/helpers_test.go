@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // The synth is expensive (the construct library loads into node in ~15 s),
@@ -37,7 +38,11 @@ var (
 // judgeConfigs are the judge settings of the stacks synthesized beside the
 // stages' (synthJudges).
 var judgeConfigs = map[string]func(*Config){
-	"bedrock": func(c *Config) { c.JudgeKind, c.JudgeModel = "bedrock", "anthropic.claude-3-haiku-20240307-v1:0" },
+	"bedrock": func(c *Config) {
+		c.JudgeKind, c.JudgeModel = "bedrock", "anthropic.claude-3-haiku-20240307-v1:0"
+		// And the VERIFY signing key (the IAM check needs a stack with it).
+		c.SigningKeyParameter = "/clockwork/judge/verify-key"
+	},
 	"openai": func(c *Config) {
 		c.JudgeKind, c.JudgeModel, c.JudgeURL, c.JudgeAPIKeyParameter = "openai", "gpt-4o-mini", "https://api.openai.com/v1", "/clockwork/judge/openai-key"
 	},
@@ -75,14 +80,31 @@ func inCI() bool {
 
 // requireNode skips a test that needs Node.js when it is missing, except
 // in CI (CI=true), where a missing node is a broken machine: it fails.
+//
+// A node older than MinNodeMajor (or none) is replaced by the pinned
+// Node.js 22 that NodeInstaller installs once from the npm registry, which
+// the jsii runtime (and the app run by TestAppSynthesizes) then uses
+// through JSII_NODE.
 func requireNode(t *testing.T) {
 	t.Helper()
 	skipShort(t)
-	if _, err := CheckNode(exec.LookPath); err != nil {
-		if inCI() {
-			t.Fatalf("CI is set and synth cannot run: %v", err)
+	nodeOnce.Do(func() {
+		if _, err := CheckNode(exec.LookPath); err == nil {
+			return
 		}
-		t.Skipf("skipping synth: %v (with CI=true this fails)", err)
+		out, err := exec.Command("bash", filepath.Join(repoRoot(t), NodeInstaller), "path").Output()
+		if err != nil {
+			nodeErr = fmt.Errorf("%s path: %v", NodeInstaller, err)
+			return
+		}
+		os.Setenv("JSII_NODE", strings.TrimSpace(string(out)))
+		_, nodeErr = CheckNode(exec.LookPath)
+	})
+	if nodeErr != nil {
+		if inCI() {
+			t.Fatalf("CI is set and synth cannot run: %v", nodeErr)
+		}
+		t.Skipf("skipping synth: %v (with CI=true this fails)", nodeErr)
 	}
 }
 
@@ -94,6 +116,21 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds the functions and synthesizes the stack (the full run does)")
 	}
+}
+
+var (
+	nodeOnce sync.Once
+	nodeErr  error
+)
+
+// testConfig is the configuration of stage the tests synthesize: the
+// stage's defaults, with the alarm subscription every stage but dev needs.
+func testConfig(stage string) (Config, error) {
+	cfg, err := DefaultConfig(stage)
+	if err == nil && stage != "dev" {
+		cfg.AlarmEmail = "oncall@example.com"
+	}
+	return cfg, err
 }
 
 func testTmp(t *testing.T) string {
@@ -143,10 +180,19 @@ func synth(t *testing.T) map[string]*synthesized {
 		}()
 		jsiiUsed = true
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(testTmp(t), "cdk.out"))})
+		// cdk-nag's AwsSolutions and Serverless packs check every stack
+		// during synthesis and write their findings as JSON reports in the
+		// output directory (TestCDKNag reads them).
+		for _, pack := range []awscdk.IAspect{
+			cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(true), ReportFormats: &[]cdknag.NagReportFormat{cdknag.NagReportFormat_JSON}}),
+			cdknag.NewServerlessChecks(&cdknag.NagPackProps{Reports: jsii.Bool(true), ReportFormats: &[]cdknag.NagReportFormat{cdknag.NagReportFormat_JSON}}),
+		} {
+			awscdk.Aspects_Of(app).Add(pack, nil)
+		}
 		synthed = map[string]*synthesized{}
 		// Every stack first: the first synthesis freezes the tree.
 		for _, stage := range Stages {
-			cfg, err := DefaultConfig(stage)
+			cfg, err := testConfig(stage)
 			if err != nil {
 				synthErr = err
 				return

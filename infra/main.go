@@ -44,7 +44,13 @@ func run() (err error) {
 	}()
 	defer jsii.Close()
 
-	app := awscdk.NewApp(nil)
+	// `go run ./infra -c stage=prod` works like the CLI's -c; anything else
+	// on the command line is refused rather than ignored.
+	argsContext, err := ContextFromArgs(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{PostCliContext: &argsContext})
 	cfg, err := ConfigFromContext(func(key string) (any, bool) {
 		v := app.Node().TryGetContext(jsii.String(key))
 		return v, v != nil
@@ -69,6 +75,47 @@ func run() (err error) {
 			cfg.Name, cfg.Stage, outdir, cfg.Stage, cfg.Stage)
 	}
 	return nil
+}
+
+// ContextFromArgs reads context from the app's own command line, the way
+// the CDK CLI takes it: -c key=value, --context key=value, -c=key=value or
+// --context=key=value, any number of times (the last wins). Keys must be
+// ContextKeys; every other argument is an error that says what is
+// accepted. These values win over cdk.json and the CLI's.
+func ContextFromArgs(args []string) (map[string]any, error) {
+	out := map[string]any{}
+	usage := "pass context as -c key=value (keys: " + strings.Join(ContextKeys, ", ") + "), e.g. `go run ./infra -c stage=prod -c alarmEmail=oncall@example.com`, or deploy with `npx aws-cdk deploy -c stage=prod`"
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var kv string
+		switch {
+		case a == "-c" || a == "--context":
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("%s needs key=value: %s", a, usage)
+			}
+			i++
+			kv = args[i]
+		case strings.HasPrefix(a, "-c="):
+			kv = strings.TrimPrefix(a, "-c=")
+		case strings.HasPrefix(a, "--context="):
+			kv = strings.TrimPrefix(a, "--context=")
+		default:
+			return nil, fmt.Errorf("unknown argument %q: %s", a, usage)
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("context %q is not key=value: %s", kv, usage)
+		}
+		known := false
+		for _, c := range ContextKeys {
+			known = known || c == k
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown context key %q: %s", k, usage)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // checkCLI fails when the CDK CLI that runs the app (it announces its cloud

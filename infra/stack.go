@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -82,11 +81,16 @@ const PushRoute = "POST /v1/agents/{agentId}/a2a"
 // token keeps working: at most two minutes.
 const AuthorizerCacheTTLS = 60
 
-// Stream event source settings (see docs/operations.md).
+// Stream event source settings (see docs/operations.md). MaxRecordAge: a
+// record the stream function has not processed after that long goes to the
+// stream failure queue, whose message holds only the record's shard and
+// sequence numbers; the stream keeps records 24 h, so 12 h leaves half the
+// retention to read them again after a fix (docs/operations.md,
+// "Production review").
 const (
 	StreamBatchSize      = 10
 	StreamRetryAttempts  = 10
-	StreamMaxRecordAgeHr = 6
+	StreamMaxRecordAgeHr = 12
 )
 
 // Function settings: memory (MB) and timeout (s).
@@ -107,6 +111,23 @@ var TableActions = []string{
 	"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
 	"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
 }
+
+// TableActionsOf are the TableActions each function performs on the table,
+// and IndexQueries the functions that query its indexes, as the
+// end-to-end run recorded them (infra/testdata/aws-operations.json; the
+// IAM check, infra/iam_test.go, holds the roles to them): the api does
+// everything; the clock reads records and writes them whole (no lookups:
+// it decides on the record it re-reads) and queries the open-instant index
+// in the sweep; the stream reads lookup entries and records and writes
+// them whole, and reads no index.
+var (
+	TableActionsOf = map[string][]string{
+		"api":    TableActions,
+		"clock":  {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+	}
+	IndexQueries = map[string]bool{"api": true, "clock": true}
+)
 
 // Timer queue settings: the clock function consumes it in batches of
 // TimerBatchSize, reporting failed messages; a message is visible again
@@ -191,6 +212,14 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	if sp.StackName == nil {
 		sp.StackName = s(cfg.Name)
 	}
+	// Synth fails on a configuration that must not be deployed (outside
+	// dev: no alarm subscription), saying what to pass.
+	if err := cfg.Check(); err != nil {
+		panic(err.Error())
+	}
+	if sp.TerminationProtection == nil {
+		sp.TerminationProtection = b(cfg.TerminationProtection())
+	}
 	if sp.Description == nil {
 		sp.Description = s(fmt.Sprintf("clockwork (%s): expectations watcher and evaluation loop, Lambda + API Gateway + DynamoDB + EventBridge Scheduler", cfg.Stage))
 	}
@@ -244,6 +273,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			RetentionPeriod: awscdk.Duration_Days(n(14)),
 			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL:      b(true),
+			// Outside dev the queues outlive the stack: they hold
+			// instants and dead letters.
+			RemovalPolicy: stateRemoval,
 		}
 		for _, f := range extra {
 			f(p)
@@ -345,12 +377,14 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			return fn
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: s("TableItems"), Actions: strs(TableActions...), Resources: &[]*string{st.Table.TableArn()},
+			Sid: s("TableItems"), Actions: strs(TableActionsOf[name]...), Resources: &[]*string{st.Table.TableArn()},
 		}))
-		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: s("TableIndexQueries"), Actions: strs("dynamodb:Query"),
-			Resources: &[]*string{awscdk.Fn_Join(s(""), &[]*string{st.Table.TableArn(), s("/index/*")})},
-		}))
+		if IndexQueries[name] {
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("TableIndexQueries"), Actions: strs("dynamodb:Query"),
+				Resources: &[]*string{awscdk.Fn_Join(s(""), &[]*string{st.Table.TableArn(), s("/index/*")})},
+			}))
+		}
 		return fn
 	}
 
@@ -360,9 +394,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// functions); throttled events wait in Lambda's async queue.
 	st.Clock = function("ClockFunction", "clock", "Evaluates instants: Scheduler target, timer queue consumer and sweep",
 		ClockTimeoutS, true, map[string]string{"TIMER_QUEUE_URL": *st.TimerQueue.QueueUrl()}, func(p *awslambda.FunctionProps) {
-			if cfg.ClockConcurrency > 0 {
-				p.ReservedConcurrentExecutions = n(float64(cfg.ClockConcurrency))
-			}
+			reserve(p, cfg.ClockConcurrency)
 			p.DeadLetterQueue = st.SchedulerDLQ
 			p.RetryAttempts = n(2)
 			p.MaxEventAge = awscdk.Duration_Hours(n(6))
@@ -373,9 +405,13 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	// may assume it.
 	st.SchedulerRole = awsiam.NewRole(stack, s("SchedulerRole"), &awsiam.RoleProps{
 		Description: s("Assumed by EventBridge Scheduler (" + cfg.Name + " schedules) to invoke the clock function"),
+		// Only this account's Scheduler, for schedules of this group
+		// (confused deputy prevention: the group's ARN, as Scheduler's
+		// guide asks, not a schedule's).
 		AssumedBy: awsiam.NewServicePrincipal(s("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]interface{}{
 				"StringEquals": map[string]interface{}{"aws:SourceAccount": stack.Account()},
+				"ArnEquals":    map[string]interface{}{"aws:SourceArn": st.ScheduleGroup.ScheduleGroupArn()},
 			},
 		}),
 	})
@@ -389,9 +425,19 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 
 	// The clock function consumes the timer queue (partial batch failures)
 	// and puts early arrivals back on it.
-	st.Clock.AddEventSource(awslambdaeventsources.NewSqsEventSource(st.TimerQueue, &awslambdaeventsources.SqsEventSourceProps{
+	// The mapping is made as lambda-event-sources' SqsEventSource makes it
+	// (same construct id, so the same logical id), but granted only what
+	// Lambda's poller uses (its guide: ReceiveMessage, DeleteMessage,
+	// GetQueueAttributes), not SqsEventSource's ChangeMessageVisibility and
+	// GetQueueUrl (the IAM check, infra/iam_test.go).
+	st.Clock.AddEventSourceMapping(s("SqsEventSource:"+*awscdk.Names_NodeUniqueId(st.TimerQueue.Node())), &awslambda.EventSourceMappingOptions{
+		EventSourceArn:          st.TimerQueue.QueueArn(),
 		BatchSize:               n(TimerBatchSize),
 		ReportBatchItemFailures: b(true),
+	})
+	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("TimerQueueConsume"), Actions: strs("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+		Resources: &[]*string{st.TimerQueue.QueueArn()},
 	}))
 	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("TimerQueueRearm"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.TimerQueue.QueueArn()},
@@ -426,7 +472,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			"SCHEDULER_ROLE_ARN": *st.SchedulerRole.RoleArn(),
 			"SCHEDULER_DLQ_ARN":  *st.SchedulerDLQ.QueueArn(),
 			"TIMER_QUEUE_URL":    *st.TimerQueue.QueueUrl(),
-		}, nil)
+		}, func(p *awslambda.FunctionProps) { reserve(p, cfg.StreamConcurrency) })
 	st.Stream.Node().AddDependency(st.ScheduleGroup)
 	// The model judge runs in VERIFY, in the stream function only: it alone
 	// gets the judge's settings and its grants, and only when configured.
@@ -465,7 +511,14 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 			"StringEquals": map[string]interface{}{"iam:PassedToService": "scheduler.amazonaws.com"},
 		},
 	}))
-	st.Stream.AddEventSource(awslambdaeventsources.NewDynamoEventSource(st.Table, &awslambdaeventsources.DynamoEventSourceProps{
+	// As lambda-event-sources' DynamoEventSource makes it (same construct
+	// id: the same logical id, so an update does not replace the mapping and
+	// read the stream again from its oldest record), with its stream-read
+	// grant, but the on-failure destination granted only sqs:SendMessage
+	// (SqsDlq also grants GetQueueAttributes and GetQueueUrl, which Lambda
+	// does not use).
+	esm := st.Stream.AddEventSourceMapping(s("DynamoDBEventSource:"+*awscdk.Names_NodeUniqueId(st.Table.Node())), &awslambda.EventSourceMappingOptions{
+		EventSourceArn:          st.Table.TableStreamArn(),
 		StartingPosition:        awslambda.StartingPosition_TRIM_HORIZON,
 		BatchSize:               n(StreamBatchSize),
 		BisectBatchOnError:      b(true),
@@ -473,7 +526,13 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		MaxRecordAge:            awscdk.Duration_Hours(n(StreamMaxRecordAgeHr)),
 		ReportBatchItemFailures: b(true),
 		ParallelizationFactor:   n(1),
-		OnFailure:               awslambdaeventsources.NewSqsDlq(st.StreamFailureQueue),
+	})
+	st.Table.GrantStreamRead(st.Stream)
+	esm.Node().DefaultChild().(awslambda.CfnEventSourceMapping).SetDestinationConfig(&awslambda.CfnEventSourceMapping_DestinationConfigProperty{
+		OnFailure: &awslambda.CfnEventSourceMapping_OnFailureProperty{Destination: st.StreamFailureQueue.QueueArn()},
+	})
+	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("StreamFailures"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.StreamFailureQueue.QueueArn()},
 	}))
 
 	// The authorizer function authenticates bearer tokens against the
@@ -485,12 +544,27 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})
 	st.Authorizer = function("AuthorizerFunction", "authorizer", "HTTP API Lambda authorizer: authenticates bearer tokens against the hashed tokens in SSM",
-		AuthorizerTimeoutS, false, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, nil)
+		AuthorizerTimeoutS, false, map[string]string{"TOKENS_PARAMETER": cfg.TokensParameter}, func(p *awslambda.FunctionProps) { reserve(p, cfg.AuthorizerConcurrency) })
 	st.Authorizer.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("ReadTokens"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{tokensArn},
 	}))
 	st.API = function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
-		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, nil)
+		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, func(p *awslambda.FunctionProps) { reserve(p, cfg.APIConcurrency) })
+
+	// The VERIFY signing key, when configured: every function that starts
+	// the runtime (api, clock, stream) reads it at start.
+	if cfg.SigningKeyParameter != "" {
+		keyArn := stack.FormatArn(&awscdk.ArnComponents{
+			Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.SigningKeyParameter, "/")),
+			ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+		})
+		for _, fn := range []awslambda.Function{st.API, st.Clock, st.Stream} {
+			fn.AddEnvironment(s("SIGNING_KEY_PARAMETER"), s(cfg.SigningKeyParameter), nil)
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("ReadSigningKey"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{keyArn},
+			}))
+		}
+	}
 
 	// Outbound credentials: the API function seals (a data key per secret),
 	// only the functions that send lapse tasks open them.
@@ -558,11 +632,20 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		default:
 			opts.Authorizer = authz
 		}
-		st.HTTPAPI.AddRoutes(opts)
+		routes := st.HTTPAPI.AddRoutes(opts)
+		if r.Public {
+			// The stage's route settings name the route: it must exist first.
+			for _, route := range *routes {
+				st.HTTPStage.Node().AddDependency(route)
+			}
+		}
 	}
+	st.throttlePublicRoutes(cfg)
 
 	// Alarms, who hears them, and the dashboard (observability.go).
 	st.observe(cfg)
+	// Why the findings of cdk-nag the stack keeps are right (nag.go).
+	st.suppressNagFindings()
 
 	st.APIOutput = awscdk.NewCfnOutput(stack, s("ApiUrl"), &awscdk.CfnOutputProps{
 		Value: st.HTTPStage.Url(), Description: s("Base URL of the HTTP API"),
@@ -586,6 +669,27 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		awscdk.NewCfnOutput(stack, s(o.id), &awscdk.CfnOutputProps{Value: s(o.value), Description: s(o.desc)})
 	}
 	return st
+}
+
+// reserve sets a function's reserved concurrency (0: unreserved).
+func reserve(p *awslambda.FunctionProps, concurrency int) {
+	if concurrency > 0 {
+		p.ReservedConcurrentExecutions = n(float64(concurrency))
+	}
+}
+
+// throttlePublicRoutes gives each route that needs no token its own
+// throttle, below the stage default: nothing else limits who calls them.
+func (st *Stack) throttlePublicRoutes(cfg Config) {
+	settings := map[string]interface{}{}
+	for _, r := range Routes {
+		if r.Public {
+			settings[r.Method+" "+r.Path] = map[string]interface{}{
+				"ThrottlingRateLimit": cfg.PublicThrottleRate, "ThrottlingBurstLimit": cfg.PublicThrottleBurst,
+			}
+		}
+	}
+	st.HTTPStage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetRouteSettings(settings)
 }
 
 // AccessLogFormat is the HTTP API access log line: JSON, one object per

@@ -145,10 +145,16 @@ func TestFunctions(t *testing.T) {
 					"DeadLetterConfig":             obj{"TargetArn": getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq"), "Arn")},
 				})
 			})
-			for _, name := range []string{"api", "authorizer", "stream"} {
-				assert(t, name+" unreserved", func() {
+			// Reserved concurrency on the others too: caps on the api and
+			// authorizer (a flood of requests cannot take the account), and
+			// the stream function's guaranteed (its consumer stays alive).
+			for name, want := range map[string]int{"api": cfg.APIConcurrency, "authorizer": cfg.AuthorizerConcurrency, "stream": cfg.StreamConcurrency} {
+				if want <= 0 {
+					t.Errorf("%s: no reserved concurrency in stage %s", name, stage)
+				}
+				assert(t, name+" reserved concurrency", func() {
 					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
-						"FunctionName": "clockwork-" + stage + "-" + name, "ReservedConcurrentExecutions": assertions.Match_Absent(),
+						"FunctionName": "clockwork-" + stage + "-" + name, "ReservedConcurrentExecutions": want,
 					})
 				})
 			}
@@ -190,6 +196,8 @@ func TestHTTPAPI(t *testing.T) {
 					"AutoDeploy":           true,
 					"DefaultRouteSettings": obj{"ThrottlingRateLimit": cfg.ThrottleRate, "ThrottlingBurstLimit": cfg.ThrottleBurst},
 					"AccessLogSettings":    like(obj{"DestinationArn": like(obj{"Fn::GetAtt": arrayWith("Arn")})}),
+					// The routes that need no token have their own, lower throttle.
+					"RouteSettings": publicRouteSettings(cfg),
 				})
 			})
 			_, st := only(t, tj, "AWS::ApiGatewayV2::Stage", "StageName", "$default")
@@ -321,7 +329,10 @@ func TestScheduler(t *testing.T) {
 					"AssumeRolePolicyDocument": like(obj{"Statement": arr{obj{
 						"Action": "sts:AssumeRole", "Effect": "Allow",
 						"Principal": obj{"Service": "scheduler.amazonaws.com"},
-						"Condition": obj{"StringEquals": obj{"aws:SourceAccount": ref("AWS::AccountId")}},
+						"Condition": obj{
+							"StringEquals": obj{"aws:SourceAccount": ref("AWS::AccountId")},
+							"ArnEquals":    obj{"aws:SourceArn": getAtt(gid, "Arn")},
+						},
 					}}}),
 				})
 			})
@@ -448,6 +459,16 @@ func TestQueuesAndAlarms(t *testing.T) {
 					"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": true,
 				})
 			})
+			// Outside dev the queues (instants, dead letters) outlive the stack.
+			policy := "Delete"
+			if stage != "dev" {
+				policy = "Retain"
+			}
+			for id, q := range resources(tj, "AWS::SQS::Queue") {
+				if q["DeletionPolicy"] != policy || q["UpdateReplacePolicy"] != policy {
+					t.Errorf("queue %s DeletionPolicy/UpdateReplacePolicy = %v/%v, want %s", id, q["DeletionPolicy"], q["UpdateReplacePolicy"], policy)
+				}
+			}
 			topic, _ := only(t, tj, "AWS::SNS::Topic", "TopicName", "clockwork-"+stage+"-alarms")
 			assert(t, "every alarm notifies the topic", func() {
 				tmpl.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{
@@ -545,13 +566,13 @@ func TestLeastPrivilege(t *testing.T) {
 					}
 					continue
 				}
-				for _, a := range TableActions {
+				for _, a := range TableActionsOf[name] {
 					if r := fmt.Sprint(acts[a]); !strings.Contains(r, "Table") {
 						t.Errorf("%s function lacks %s on the table (%s)", name, a, r)
 					}
 				}
-				if r := fmt.Sprint(acts["dynamodb:Query"]); !strings.Contains(r, "/index/*") {
-					t.Errorf("%s function cannot query the indexes: %s", name, r)
+				if r := fmt.Sprint(acts["dynamodb:Query"]); strings.Contains(r, "/index/*") != IndexQueries[name] {
+					t.Errorf("%s function queries the indexes: %s, want %v", name, r, IndexQueries[name])
 				}
 				for _, a := range []string{"dynamodb:Scan", "dynamodb:DeleteTable", "dynamodb:BatchWriteItem"} {
 					if acts[a] != nil {
@@ -615,4 +636,16 @@ func TestOutputs(t *testing.T) {
 			assert(t, "TableName", func() { tmpl.HasOutput(jsii.String("TableName"), obj{"Value": ref("Table")}) })
 		})
 	}
+}
+
+// publicRouteSettings are the route throttles of the routes that need no
+// token.
+func publicRouteSettings(cfg Config) obj {
+	out := obj{}
+	for _, r := range Routes {
+		if r.Public {
+			out[r.Method+" "+r.Path] = obj{"ThrottlingRateLimit": cfg.PublicThrottleRate, "ThrottlingBurstLimit": cfg.PublicThrottleBurst}
+		}
+	}
+	return out
 }

@@ -6,7 +6,7 @@
 # Usage:
 #   localstack/deploy.sh [dev|staging|prod]        (default dev)
 #
-# Needs: a running LocalStack (localstack/docker-compose.yml), Node.js 18+,
+# Needs: a running LocalStack (localstack/docker-compose.yml), Node.js 22+,
 # npm, Go and curl. The pinned CDK CLI and cdklocal are installed into
 # infra/_tools/node_modules on first use (npm ci; nothing global).
 #
@@ -39,10 +39,10 @@ esac
 
 # --- prerequisites -----------------------------------------------------------
 command -v node >/dev/null 2>&1 ||
-  die "node not found: the CDK CLI and the CDK construct library run on Node.js; install Node.js 18 or newer (22+ recommended) and run $me again"
+  die "node not found: the CDK CLI and the CDK construct library run on Node.js; install Node.js 22 or newer and run $me again"
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
-[ "$node_major" -ge 18 ] ||
-  die "Node.js $(node --version) is too old: install Node.js 18 or newer (22+ recommended) and run $me again"
+[ "$node_major" -ge 22 ] ||
+  die "Node.js $(node --version) is too old: install Node.js 22 or newer (or put the one infra/_tools/node22.sh path prints first on PATH) and run $me again"
 command -v npm >/dev/null 2>&1 || die "npm not found: it comes with Node.js; install it and run $me again"
 command -v go >/dev/null 2>&1 || die "go not found: synth builds the Lambda functions from this repository; install Go (see go.mod) and run $me again"
 command -v curl >/dev/null 2>&1 || die "curl not found: install curl and run $me again"
@@ -84,6 +84,9 @@ export AWS_ENVAR_ALLOWLIST="AWS_REGION,AWS_DEFAULT_REGION,AWS_ACCESS_KEY_ID,AWS_
 export AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true
 
 context=(-c "stage=$stage" -c "arch=$arch")
+# Staging and prod need someone to hear their alarms (synth refuses them
+# without): on LocalStack nobody is mailed, so a placeholder does.
+[ "$stage" = dev ] || context+=(-c "alarmEmail=${ALARM_EMAIL:-alarms@localstack.invalid}")
 if [ "${ALLOW_PRIVATE_AGENTS:-false}" = true ]; then
   [ "$stage" = dev ] || die "ALLOW_PRIVATE_AGENTS=true is for the dev stage only"
   context+=(-c allowPrivateAgents=true)

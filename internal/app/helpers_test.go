@@ -18,6 +18,7 @@ import (
 	"github.com/agentclock/clockwork/internal/awsclient"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
@@ -171,7 +172,9 @@ func (e *testEnv) restartAWS() {
 		}
 		e.timerQueue = q.URL
 	}
-	rt, err := awsrt.New(context.Background(), awsrt.Config{
+	// Each function's main starts the runtime (awsrt.New): what it reads
+	// then, every one of them reads (awsops.Init).
+	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
 		TimerQueueURL: e.timerQueue, SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
@@ -180,6 +183,7 @@ func (e *testEnv) restartAWS() {
 		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKeyParameter: judgeKeyParam, JudgeToken: e.cfg.JudgeToken,
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
 		CredentialsKeyID: e.credentialsKey(), AgentHTTPClient: e.cfg.AgentHTTPClient,
+		AWSHTTPClient: recordingAWSClient(),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -193,7 +197,7 @@ func (e *testEnv) restartAWS() {
 	}
 	e.rt, e.local = rt, local
 	mcpapi.Mount(rt.API()) // as functions/api and the local AWS mode do
-	e.srv = httptest.NewServer(rt.HTTP())
+	e.srv = httptest.NewServer(awsops.Tag("api", rt.HTTP()))
 }
 
 func (e *testEnv) stop() {
@@ -219,7 +223,8 @@ func (e *testEnv) stop() {
 // verify runs VERIFY for a plan directly (as a replayed feed record would).
 func (e *testEnv) verify(plan string) error {
 	if e.aws {
-		return e.rt.Eval.Verify(context.Background(), plan)
+		// The stream function runs VERIFY (awsops attributes its calls).
+		return e.rt.Eval.Verify(awsops.WithFunction(context.Background(), "stream"), plan)
 	}
 	return e.app.Eval.Verify(context.Background(), plan)
 }

@@ -75,6 +75,7 @@ func TestAWSMode(t *testing.T) {
 		t.Skip("-short: the scenarios run on the embedded default; the full run repeats them on the AWS runtime over moto")
 	}
 	startEmulator(t)
+	recordAWSOperations(t)
 	before := dynamotest.SetFaults(t, emulatorEndpoint, dynamotest.DefaultFaults)
 	awsStreamFaults = &awsrt.StreamFaults{Reorder: true, Duplicate: 0.1, Cut: 0.1}
 	t.Cleanup(func() {

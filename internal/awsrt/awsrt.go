@@ -106,6 +106,9 @@ type Config struct {
 	AgentHTTPClient *http.Client
 	// APIOptions are added to every AWS client (call counting in tests).
 	APIOptions []func(*middleware.Stack) error
+	// AWSHTTPClient, when set, sends every AWS request (tests record them
+	// with awsops.Recorder).
+	AWSHTTPClient aws.HTTPClient
 	// Now is the watcher's clock (default time.Now).
 	Now func() time.Time
 	Log *slog.Logger
@@ -204,7 +207,11 @@ type Runtime struct {
 // AWSConfig loads the SDK configuration, pointed at cfg.Endpoint when set
 // (see awsclient.Config).
 func AWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
-	return awsclient.Config(ctx, cfg.Endpoint, cfg.APIOptions...)
+	ac, err := awsclient.Config(ctx, cfg.Endpoint, cfg.APIOptions...)
+	if err == nil && cfg.AWSHTTPClient != nil {
+		ac.HTTPClient = cfg.AWSHTTPClient
+	}
+	return ac, err
 }
 
 // New assembles the runtime. Errors name what is missing or unreachable.

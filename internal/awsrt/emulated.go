@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/scheduler"
 )
 
@@ -137,7 +138,8 @@ func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error
 		}
 		s := p.fire
 		for len(p.left) > 0 && !p.left[0].After(now) {
-			if err := e.rt.HandleClock(ctx, s.Instant); err != nil {
+			// Scheduler invokes the clock function.
+			if err := e.rt.HandleClock(awsops.WithFunction(ctx, "clock"), s.Instant); err != nil {
 				// Scheduler retries a failed invocation: fire again on
 				// the next poll.
 				return n, err

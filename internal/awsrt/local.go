@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
@@ -80,7 +81,15 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 10
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// What each part stands for on AWS decides whose role its AWS calls
+	// need (awsops): the table, group and queue are made by
+	// CloudFormation; the stream poller is the stream function's event
+	// source mapping, the queue poller the clock function's, and both
+	// run with that function's role; the sweep is the clock function.
+	base, cancel := context.WithCancel(context.Background())
+	ctx := awsops.WithFunction(base, awsops.Deployment)
+	streamCtx := awsops.WithFunction(base, "stream")
+	clockCtx := awsops.WithFunction(base, "clock")
 	l := &Local{cancel: cancel}
 	if opt.Create {
 		if err := dynamo.CreateTable(ctx, rt.DynamoDB, rt.Config.Table); err != nil {
@@ -107,16 +116,17 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			_ = feed.Run(ctx, fr, rt, rt.Log)
+			_ = feed.Run(streamCtx, fr, rt, rt.Log)
 		}()
 	}
 	l.sched = newEmulatedScheduler(rt, opt.SchedulerFaults)
+	schedCtx := awsops.WithFunction(base, awsops.SchedulerService)
 	l.every(ctx, opt.PollInterval, func() error {
-		_, err := l.sched.fire(ctx, rt.Watcher.Now())
+		_, err := l.sched.fire(schedCtx, rt.Watcher.Now())
 		return err
 	}, rt, "firing due schedules")
 	if rt.Config.TimerQueueURL != "" {
-		poller, err := newQueuePoller(ctx, rt)
+		poller, err := newQueuePoller(clockCtx, rt)
 		if err != nil {
 			l.Close()
 			return nil, err
@@ -125,7 +135,7 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		go func() {
 			defer l.wg.Done()
 			for ctx.Err() == nil {
-				n, err := poller.poll(ctx)
+				n, err := poller.poll(clockCtx)
 				if err != nil && ctx.Err() == nil {
 					rt.Log.Error("polling the timer queue", "err", err)
 				}
@@ -140,7 +150,7 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 	}
 	if opt.SweepInterval > 0 {
 		l.every(ctx, opt.SweepInterval, func() error {
-			_, err := rt.Sweep(ctx)
+			_, err := rt.Sweep(clockCtx)
 			return err
 		}, rt, "sweep")
 	}
