@@ -10,8 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
 )
 
 func main() {
-	lambda.Start(awsrt.MustStart().HandleClockEvent)
+	lambda.Start(awsrt.MustStart(awsjudge.New).HandleClockEvent)
 }

@@ -34,7 +34,6 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/httpapi"
-	"github.com/agentclock/clockwork/internal/judge"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/scheduler"
@@ -88,8 +87,11 @@ type Config struct {
 	// runs).
 	JudgeKind, JudgeModel             string
 	JudgeAPIKey, JudgeAPIKeyParameter string
-	Endpoint                          string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
-	Stage                             string // STAGE
+	// Judges builds the judge the settings above name (awsjudge.New for
+	// the stream and clock functions); nil refuses a configured judge.
+	Judges   JudgeFactory
+	Endpoint string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
+	Stage    string // STAGE
 	// DeliveryTimeout bounds one delivery attempt (zero: the outbox's
 	// default, 10s; tests shorten it).
 	DeliveryTimeout time.Duration
@@ -246,17 +248,37 @@ func newJudge(ctx context.Context, r *Runtime) (evaluation.Judge, error) {
 		}
 		cfg.JudgeAPIKey = strings.TrimSpace(key)
 	}
-	ac := r.AWS
-	j, err := judge.New(ctx, judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
-		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: &ac})
+	settings := JudgeSettings{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
+		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: r.AWS}
+	if cfg.Judges == nil {
+		if settings.Kind != "" || settings.URL != "" {
+			return nil, fmt.Errorf("JUDGE_KIND/JUDGE_URL: a judge is configured but this runtime was assembled without Config.Judges (awsjudge.New)")
+		}
+		return nil, nil
+	}
+	j, err := cfg.Judges(ctx, settings)
 	if err != nil {
 		return nil, fmt.Errorf("JUDGE_KIND: %w", err)
 	}
-	if j == nil {
-		return nil, nil
-	}
 	return j, nil
 }
+
+// JudgeSettings is what a JudgeFactory builds a model judge from: the
+// runtime's JUDGE_* configuration (the API key already read from SSM) and
+// its AWS configuration (for Bedrock).
+type JudgeSettings struct {
+	Kind, URL, Model, Token, APIKey string
+	AllowPrivate                    bool
+	AWS                             aws.Config
+}
+
+// JudgeFactory builds the model judge that settings name, or returns nil
+// when they name none; an error says which setting is wrong. The runtime
+// takes it from its caller (package awsjudge has the one the functions
+// use) rather than importing the model clients itself, so that the API
+// function, which never grades, links none of them (Bedrock Runtime alone
+// is about 0.5 MB of its bootstrap).
+type JudgeFactory func(ctx context.Context, settings JudgeSettings) (evaluation.Judge, error)
 
 // newCore assembles the store, the services and the HTTP handler; judge,
 // when not nil, builds the evaluation service's model judge.
@@ -388,7 +410,13 @@ func (r *Runtime) HTTP() http.Handler { return r.API() }
 // configuration from the environment and assemble the runtime, logging JSON
 // to stderr. A configuration or start error is logged and exits the
 // process, so the failure shows as an init error of the function.
-func MustStart() *Runtime { return mustStart(New) }
+// judges builds the model judge (awsjudge.New).
+func MustStart(judges JudgeFactory) *Runtime {
+	return mustStart(func(ctx context.Context, cfg Config) (*Runtime, error) {
+		cfg.Judges = judges
+		return New(ctx, cfg)
+	})
+}
 
 // MustStartAPI is MustStart for the API function: the runtime of NewAPI.
 func MustStartAPI() *Runtime { return mustStart(NewAPI) }
