@@ -266,14 +266,9 @@ type stats struct {
 	rate           float64 // requests per second
 }
 
-// phase runs op from every connection for the phase duration and prints
+// phaseEach runs, from every connection, the operation mk returns for it
+// (called once per connection) for the phase duration, and prints
 // throughput and latency.
-func (r *runner) phase(name string, op func() int) stats {
-	return r.phaseEach(name, func() func() int { return op })
-}
-
-// phaseEach is phase with per-connection state: mk is called once per
-// connection and returns that connection's operation.
 func (r *runner) phaseEach(name string, mk func() func() int) stats {
 	ops := make(chan func() int, *concurrency)
 	for c := 0; c < *concurrency; c++ {
