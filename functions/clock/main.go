@@ -4,15 +4,22 @@
 // failures), and the recurring sweep schedule ({"action":"sweep"}). Every
 // instant is evaluated on the watcher's clock; one that arrives early is
 // put back on the timer queue for what remains.
+//
+// The metrics of each invocation are written to stdout as CloudWatch
+// Embedded Metric Format when it ends.
 package main
 
 import (
+	"os"
+
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
+	"github.com/agentclock/clockwork/internal/metrics/emf"
 )
 
 func main() {
-	lambda.Start(awsrt.MustStart(awsjudge.New).HandleClockEvent)
+	rt := awsrt.MustStart(awsjudge.New)
+	lambda.Start(emf.FlushAfter(rt.EMF, os.Stdout, rt.HandleClockEvent))
 }

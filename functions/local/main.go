@@ -27,6 +27,8 @@ import (
 	"github.com/agentclock/clockwork/internal/console"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/metrics/prom"
 	"github.com/agentclock/clockwork/internal/outbox"
 )
 
@@ -60,6 +62,7 @@ func run() error {
 	timerQueue := flag.String("timer-queue", "", `AWS mode: SQS timer queue of the clock (default <table>-timers; created if missing, with <name>-dlq); "off": one schedule per instant, whose early fires are lost`)
 	precision := flag.Duration("scheduler-precision", 60*time.Second, "AWS mode: the Scheduler firing precision the clock plans for and the emulated Scheduler has")
 	schedulerFaults := flag.Bool("scheduler-faults", false, "AWS mode: the emulated Scheduler fires each schedule anywhere from precision-1s early to precision late, a fifth twice, one in twenty never")
+	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -86,6 +89,13 @@ func run() error {
 		}
 		generated = auth.Generate()
 		authn, _ = auth.New([]auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}})
+	}
+
+	var promRec *prom.Recorder
+	var rec metrics.Recorder // nil: no metrics
+	if *metricsAddr != "" {
+		promRec = prom.New()
+		rec = promRec
 	}
 
 	var handler http.Handler
@@ -122,7 +132,7 @@ func run() error {
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
-			Endpoint: *awsEndpoint, Stage: "local", Log: log,
+			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
 		})
 		if err != nil {
 			return err
@@ -159,6 +169,7 @@ func run() error {
 			Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
 			JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
+			Metrics: rec,
 		})
 		if err != nil {
 			return err
@@ -178,6 +189,20 @@ func run() error {
 		fmt.Printf("token (every scope, every agent; printed once): %s\n", generated)
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "data", *data)
+	if promRec != nil {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			closeRuntime()
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promRec.Handler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		fmt.Printf("metrics on http://%s/metrics\n", mln.Addr())
+		log.Info("metrics", "addr", mln.Addr().String())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -26,6 +26,7 @@ import (
 	"github.com/agentclock/clockwork/internal/httpapi"
 	"github.com/agentclock/clockwork/internal/judge"
 	"github.com/agentclock/clockwork/internal/mcpapi"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store"
@@ -81,6 +82,9 @@ type Config struct {
 	// timers.DefaultLookahead); later ones are read from the store when
 	// the window reaches them.
 	TimerLookahead time.Duration
+	// Metrics receives the services' measurements (functions/local: the
+	// Prometheus adapter behind -metrics-addr; nil: none).
+	Metrics metrics.Recorder
 }
 
 // App is a running embedded runtime.
@@ -128,6 +132,10 @@ func Start(cfg Config) (*App, error) {
 	}
 	a := &App{Store: st, log: cfg.Log}
 	a.Watcher = watcher.New(st, cfg.Now, cfg.Rules)
+	a.Watcher.SetMetrics(cfg.Metrics)
+	if cfg.Outbox.Metrics == nil {
+		cfg.Outbox.Metrics = cfg.Metrics
+	}
 	sealer, err := credentials.KeyFile(filepath.Join(cfg.DataDir, "credentials-aes256.key"))
 	if err != nil {
 		st.Close()
@@ -145,9 +153,9 @@ func Start(cfg Config) (*App, error) {
 	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
 	a.Timers = timers.New(a.Watcher.TickMany, cfg.TimerWorkers, cfg.Log)
 	a.Timers.Lateness = cfg.Lateness
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
-		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge})
+		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge, Metrics: cfg.Metrics})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -165,9 +173,11 @@ func Start(cfg Config) (*App, error) {
 	}
 	a.Eval = evaluation.New(st, evalOpt)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval}}
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
+		Metrics: cfg.Metrics}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
+	a.Handler.Metrics = cfg.Metrics
 	mcpapi.Mount(a.Handler)
 	a.Handler.Console = console.Assets{}
 

@@ -34,6 +34,8 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/httpapi"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/metrics/emf"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/scheduler"
@@ -114,6 +116,12 @@ type Config struct {
 	// Now is the watcher's clock (default time.Now).
 	Now func() time.Time
 	Log *slog.Logger
+	// Metrics receives the services' measurements (the Lambdas: an EMF
+	// recorder flushed to stdout after each invocation; nil: none).
+	Metrics metrics.Recorder
+	// MetricsNamespace (METRICS_NAMESPACE) is the CloudWatch namespace of
+	// the Lambdas' metrics (default emf.DefaultNamespace).
+	MetricsNamespace string
 }
 
 // FromEnv reads the configuration. A missing TABLE_NAME or a malformed
@@ -130,6 +138,7 @@ func FromEnv() (Config, error) {
 		JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), JudgeAPIKeyParameter: os.Getenv("JUDGE_API_KEY_PARAMETER"),
 		CredentialsKeyID: os.Getenv("CREDENTIALS_KEY_ID"),
 		TimerQueueURL:    os.Getenv("TIMER_QUEUE_URL"),
+		MetricsNamespace: os.Getenv("METRICS_NAMESPACE"),
 	}
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
@@ -198,6 +207,10 @@ type Runtime struct {
 	// Credentials keeps agents' outbound credentials sealed with KMS.
 	Credentials *credentials.Service
 	Log         *slog.Logger
+	// EMF holds the metrics of the invocation under way, when the runtime
+	// records them as CloudWatch Embedded Metric Format (MustStart: the
+	// Lambdas); the mains flush it after each invocation (emf.FlushAfter).
+	EMF *emf.Recorder
 
 	inline *inlineOutbox
 	// authn authenticates the HTTP API's requests; handlerOnce assembles
@@ -249,7 +262,7 @@ func newJudge(ctx context.Context, r *Runtime) (evaluation.Judge, error) {
 		cfg.JudgeAPIKey = strings.TrimSpace(key)
 	}
 	settings := JudgeSettings{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel, Token: cfg.JudgeToken,
-		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: r.AWS}
+		APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateAgents, AWS: r.AWS, Metrics: cfg.Metrics}
 	if cfg.Judges == nil {
 		if settings.Kind != "" || settings.URL != "" {
 			return nil, fmt.Errorf("JUDGE_KIND/JUDGE_URL: a judge is configured but this runtime was assembled without Config.Judges (awsjudge.New)")
@@ -270,6 +283,8 @@ type JudgeSettings struct {
 	Kind, URL, Model, Token, APIKey string
 	AllowPrivate                    bool
 	AWS                             aws.Config
+	// Metrics counts the judge's calls, failures and latency.
+	Metrics metrics.Recorder
 }
 
 // JudgeFactory builds the model judge that settings name, or returns nil
@@ -299,8 +314,9 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
+	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics}
 	if judge != nil {
 		j, err := judge(ctx, r)
 		if err != nil {
@@ -353,6 +369,7 @@ func (r *Runtime) API() *httpapi.Handler {
 		// rather than fail past the bound.
 		h.MaxBundleBytes = httpapi.LambdaBundleBytes
 		h.Credentials = r.Credentials
+		h.Metrics = r.Config.Metrics
 		r.Handler = h
 	})
 	return r.Handler
@@ -372,14 +389,16 @@ func (r *Runtime) startWorkers() {
 		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	}
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
-		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout}, cfg.Log)
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
+			Metrics: cfg.Metrics}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
 		SQS: r.SQS, QueueURL: cfg.TimerQueueURL, Precision: cfg.SchedulerPrecision, DirectWindow: cfg.DirectWindow,
 	})
 	r.inline = &inlineOutbox{}
-	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval}}
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
+		Metrics: cfg.Metrics}
 }
 
 func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error) {
@@ -429,10 +448,13 @@ func mustStart(assemble func(context.Context, Config) (*Runtime, error)) *Runtim
 		os.Exit(1)
 	}
 	cfg.Log = log
+	rec := emf.New(cfg.MetricsNamespace)
+	cfg.Metrics = rec
 	rt, err := assemble(context.Background(), cfg)
 	if err != nil {
 		log.Error("start", "err", err)
 		os.Exit(1)
 	}
+	rt.EMF = rec
 	return rt
 }

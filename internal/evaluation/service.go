@@ -20,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -43,6 +44,7 @@ type Service struct {
 	judge   Judge
 	watcher WatcherReader
 	key     ed25519.PrivateKey
+	metrics metrics.Recorder
 
 	progMu   sync.Mutex
 	programs map[string]*anticipate.Anticipation // by digest, compiled
@@ -57,6 +59,9 @@ type Options struct {
 	Watcher WatcherReader
 	// SigningKey, when set, adds an Ed25519 server_signature to VERIFY.
 	SigningKey ed25519.PrivateKey
+	// Metrics counts the VERIFYs created and the grades submitted, by
+	// verdict (nil: none).
+	Metrics metrics.Recorder
 }
 
 // New returns the service.
@@ -66,7 +71,7 @@ func New(st store.Store, opt Options) *Service {
 		now = time.Now
 	}
 	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge,
-		watcher: opt.Watcher, key: opt.SigningKey, programs: map[string]*anticipate.Anticipation{}}
+		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), programs: map[string]*anticipate.Anticipation{}}
 }
 
 // PublicKey returns the VERIFY signing key's public half, or nil.
@@ -610,8 +615,12 @@ func (s *Service) Verify(ctx context.Context, planID string) error {
 		if err != nil {
 			return wrap(err)
 		}
-		if err := s.store.Commit(ctx, []store.Write{store.PutIfAbsent(item)}); err != nil && !errors.Is(err, store.ErrConflict) {
+		err = s.store.Commit(ctx, []store.Write{store.PutIfAbsent(item)})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return wrap(err)
+		}
+		if err == nil { // a conflict: another run created it first
+			s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
 		}
 	}
 	return nil
@@ -736,6 +745,9 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 		out = v
 		return nil
 	})
+	if err == nil {
+		s.metrics.Record(metrics.Grades, 1, string(out.Verdict))
+	}
 	return out, wrap(err)
 }
 

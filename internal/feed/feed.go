@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
@@ -70,10 +71,21 @@ type Processor struct {
 	// it: when an expectation's earlier instant passes, it learns of the
 	// later ones, which it may not have held.
 	ScheduleAll bool
+	// Metrics observes each change's lag (its commit to the start of its
+	// processing; nil: none), on the clock Now (default time.Now).
+	Metrics metrics.Recorder
+	Now     func() time.Time
 }
 
 // Handle processes one change. An error means the change must be retried.
 func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
+	if p.Metrics != nil && !ch.At.IsZero() {
+		now := time.Now()
+		if p.Now != nil {
+			now = p.Now()
+		}
+		p.Metrics.Record(metrics.FeedLag, max(0, now.Sub(ch.At).Seconds()))
+	}
 	if ch.Type() == watcher.TypeExpectation {
 		return p.expectation(ctx, ch)
 	}

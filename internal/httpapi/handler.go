@@ -16,6 +16,7 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
 
@@ -49,6 +50,9 @@ type Handler struct {
 	// Console serves the web console at /console; nil answers its routes
 	// with 404 (the Lambdas that are not the API do not link it).
 	Console ConsoleAssets
+	// Metrics counts requests by route template and status and times
+	// them (nil: none).
+	Metrics metrics.Recorder
 
 	mux      *http.ServeMux
 	patterns []string
@@ -166,21 +170,36 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) error {
 // ServeHTTP serves one request; a panic in a handler is answered as an
 // internal error rather than crashing the process.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: 200}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
 			h.Log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, r, h.Log, errs.E(errs.Internal, "internal error"))
+			writeError(sw, r, h.Log, errs.E(errs.Internal, "internal error"))
 		}
+		h.measure(r, sw.status, start)
 	}()
-	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, status: 200}
 	h.mux.ServeHTTP(sw, r)
 	if h.Log.Enabled(r.Context(), slog.LevelDebug) {
 		h.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
 	}
+}
+
+// measure counts a served request under its route template (the pattern
+// the mux matched, so that the label's values are bounded) and status.
+func (h *Handler) measure(r *http.Request, status int, start time.Time) {
+	if h.Metrics == nil {
+		return
+	}
+	route := r.Pattern
+	if route == "" || route == "/" {
+		route = "unmatched"
+	}
+	h.Metrics.Record(metrics.HTTPRequests, 1, route, strconv.Itoa(status))
+	h.Metrics.Record(metrics.HTTPLatency, time.Since(start).Seconds(), route)
 }
 
 type statusWriter struct {

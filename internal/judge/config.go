@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/netguard"
 )
 
@@ -48,12 +49,51 @@ type Config struct {
 	// AWS, when set, is the SDK configuration of the bedrock judge;
 	// otherwise it is loaded (awsclient.Config, with URL as the endpoint).
 	AWS *aws.Config
+	// Metrics, when set, counts the judge's calls and failures and times
+	// them (New wraps the judge with Instrument).
+	Metrics metrics.Recorder
 }
 
 // New builds the configured judge, or returns nil when none is configured.
 // A kind without what it needs (a URL, a model), or an unknown kind, is an
-// error naming the setting.
+// error naming the setting. With c.Metrics the judge is instrumented.
 func New(ctx context.Context, c Config) (Judge, error) {
+	j, err := build(ctx, c)
+	if j == nil || err != nil || c.Metrics == nil {
+		return j, err
+	}
+	kind := c.Kind
+	if kind == "" {
+		kind = KindHTTP
+	}
+	return Instrument(j, kind, c.Metrics), nil
+}
+
+// Instrument returns j counting each call (metrics.JudgeCalls), each call
+// that returned no grade (metrics.JudgeFailures) and the time of each
+// (metrics.JudgeLatency), labelled with kind.
+func Instrument(j Judge, kind string, m metrics.Recorder) Judge {
+	return instrumented{j: j, kind: kind, m: metrics.Or(m)}
+}
+
+type instrumented struct {
+	j    Judge
+	kind string
+	m    metrics.Recorder
+}
+
+func (i instrumented) Judge(ctx context.Context, req anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
+	start := time.Now()
+	resp, err := i.j.Judge(ctx, req)
+	i.m.Record(metrics.JudgeCalls, 1, i.kind)
+	i.m.Record(metrics.JudgeLatency, time.Since(start).Seconds(), i.kind)
+	if err != nil {
+		i.m.Record(metrics.JudgeFailures, 1, i.kind)
+	}
+	return resp, err
+}
+
+func build(ctx context.Context, c Config) (Judge, error) {
 	kind := c.Kind
 	if kind == "" {
 		if c.URL == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
 
@@ -43,6 +44,9 @@ type Options struct {
 	Workers int
 	// AttemptTimeout bounds one send (default 10s).
 	AttemptTimeout time.Duration
+	// Metrics counts attempts, failures and dead letters as each outcome
+	// is committed on its record (nil: none).
+	Metrics metrics.Recorder
 }
 
 type job struct{ agent, id string }
@@ -87,6 +91,7 @@ func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Ou
 	if opt.AttemptTimeout <= 0 {
 		opt.AttemptTimeout = 10 * time.Second
 	}
+	opt.Metrics = metrics.Or(opt.Metrics)
 	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536)}
 }
 
@@ -236,10 +241,13 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 		return o.fail(ctx, rec, sendErr, a2aout.Permanent(sendErr))
 	}
 	now := expect.FormatTime(o.svc.Now())
+	recorded := false
 	_, err = o.svc.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
+		recorded = false
 		if r.Delivery == nil || r.Delivery.DeliveredAt != "" {
 			return r, false, nil
 		}
+		recorded = true
 		r.LapseTaskID = taskID
 		r.Delivery.Attempts++
 		r.Delivery.DeliveredAt = now
@@ -253,17 +261,22 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 		o.log.Error("lapse delivered but not recorded", "agent", agentID, "expectation", id, "err", err)
 		return o.backoff(1), true
 	}
+	if recorded {
+		o.opt.Metrics.Record(metrics.DeliveryAttempts, 1)
+	}
 	o.log.Info("lapse delivered", "agent", agentID, "expectation", id, "lapse", rec.Lapse.Lapse, "messageId", msg.MessageID, "lapseTaskId", taskID)
 	return 0, false
 }
 
 func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, permanent bool) (time.Duration, bool) {
 	var attempts int
-	var dead bool
+	var dead, recorded bool
 	_, err := o.svc.UpdateRecord(ctx, rec.AgentID, rec.Expectation.ExpectationID, func(r *expect.Record) (*expect.Record, bool, error) {
+		recorded = false
 		if !watcher.PendingDelivery(r) {
 			return r, false, nil
 		}
+		recorded = true
 		r.Delivery.Attempts++
 		r.Delivery.LastError = truncate(cause.Error(), 512)
 		r.Delivery.NextAttemptAt = expect.FormatTime(o.svc.Now().Add(o.backoff(r.Delivery.Attempts)))
@@ -276,6 +289,13 @@ func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, perm
 	})
 	if err != nil {
 		return o.backoff(1), true
+	}
+	if recorded {
+		o.opt.Metrics.Record(metrics.DeliveryAttempts, 1)
+		o.opt.Metrics.Record(metrics.DeliveryFailures, 1)
+		if dead {
+			o.opt.Metrics.Record(metrics.DeadLetters, 1)
+		}
 	}
 	if dead {
 		o.log.Warn("lapse dead-lettered", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Key identifies one item: a partition key and a sort key, as in a DynamoDB
@@ -191,6 +192,10 @@ type Change struct {
 	Key Key
 	Old *Item
 	New *Item
+	// At is when the change was committed, as well as the adapter knows:
+	// the embedded store's commit, DynamoDB's stream record creation time
+	// (ApproximateCreationDateTime, to the second). Zero when unknown.
+	At time.Time
 }
 
 // Type returns the record type of the change.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -30,6 +31,8 @@ type Service struct {
 	// parsed only when its version changes.
 	cardsMu sync.RWMutex
 	cards   map[string]cachedCard
+
+	metrics metrics.Recorder
 }
 
 type cachedCard struct {
@@ -42,8 +45,13 @@ func New(st store.Store, now func() time.Time, cfg expect.Config) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg, cards: map[string]cachedCard{}}
+	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg, cards: map[string]cachedCard{}, metrics: metrics.Nop}
 }
+
+// SetMetrics makes the service count the transitions it commits (raised,
+// satisfied, lapsed, withdrawn, and each lapse's lateness) on m; call it
+// before the service is used. nil counts nothing.
+func (s *Service) SetMetrics(m metrics.Recorder) { s.metrics = metrics.Or(m) }
 
 // Config returns the rules the service applies.
 func (s *Service) Config() expect.Config { return s.cfg }
@@ -119,17 +127,20 @@ func (s *Service) Card(ctx context.Context, agentID string) (expect.Card, error)
 // txState caches the records one transaction has read or changed, so that
 // every rule sees the latest version of each record.
 type txState struct {
-	ctx      context.Context
-	tx       *store.Tx
-	agent    string
-	records  map[string]*expect.Record
+	ctx     context.Context
+	tx      *store.Tx
+	agent   string
+	records map[string]*expect.Record
+	// orig holds each record as first read (nil: there was none), to
+	// count the transitions of the commit.
+	orig     map[string]*expect.Record
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
 }
 
 func newTxState(ctx context.Context, tx *store.Tx, agent string) *txState {
-	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{}}
+	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{}}
 }
 
 // record returns the record with id, or nil when there is none.
@@ -146,7 +157,7 @@ func (st *txState) record(id string) (*expect.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.records[id] = r
+	st.records[id], st.orig[id] = r, r
 	return r, nil
 }
 
@@ -161,7 +172,7 @@ func (st *txState) adopt(it store.Item) (*expect.Record, error) {
 		return cached, nil
 	}
 	st.tx.Track(it)
-	st.records[id] = r
+	st.records[id], st.orig[id] = r, r
 	return r, nil
 }
 
@@ -242,6 +253,66 @@ func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, er
 	return out, nil
 }
 
+// update runs fn in one read-modify-write of agent's records (store.Update:
+// fn may run again on a conflict) and, once the commit has succeeded,
+// counts the transitions that commit made.
+func (s *Service) update(ctx context.Context, agent string, fn func(st *txState) error) error {
+	var last *txState
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		last = newTxState(ctx, tx, agent)
+		return fn(last)
+	})
+	if err == nil && last != nil {
+		s.count(last, s.now())
+	}
+	return err
+}
+
+// count records the transitions of a committed transaction: each changed
+// record against the record as first read.
+func (s *Service) count(st *txState, committed time.Time) {
+	for _, id := range st.dirty {
+		old, nr := st.orig[id], st.records[id]
+		if nr == nil {
+			continue
+		}
+		if old == nil {
+			s.metrics.Record(metrics.ExpectationsRaised, 1)
+		}
+		if nr.SatisfiedBy != nil && (old == nil || old.SatisfiedBy == nil) {
+			timing := metrics.OnTime
+			if nr.Late {
+				timing = metrics.Late
+			}
+			s.metrics.Record(metrics.ExpectationsSatisfied, 1, timing)
+		}
+		if nr.Lapse != nil && (old == nil || old.Lapse == nil) {
+			kind := string(nr.Lapse.Lapse)
+			s.metrics.Record(metrics.ExpectationsLapsed, 1, kind)
+			if at, ok := lapseInstant(nr); ok {
+				s.metrics.Record(metrics.LapseLateness, committed.Sub(at).Seconds(), kind)
+			}
+		}
+		if nr.State == expect.StateWithdrawn && (old == nil || old.State != expect.StateWithdrawn) {
+			s.metrics.Record(metrics.ExpectationsWithdrawn, 1)
+		}
+	}
+}
+
+// lapseInstant returns the instant that decided a lapse: the grace end of
+// an overdue one, the horizon of a stalled one. A skipped lapse has none
+// (it is decided by another expectation's satisfaction).
+func lapseInstant(r *expect.Record) (time.Time, bool) {
+	switch r.Lapse.Lapse {
+	case expect.Overdue:
+		return r.GraceEnd(), true
+	case expect.Stalled:
+		t, err := expect.ParseTime(r.Expectation.Horizon)
+		return t, err == nil
+	}
+	return time.Time{}, false
+}
+
 // Raise raises the expectations of req for agentID, all or nothing. It
 // returns one record per requested expectation. Errors: NotFound when the
 // agent has no card; Invalid naming every failing field; Conflict when an id
@@ -252,8 +323,7 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 		return nil, err
 	}
 	var out []*expect.Record
-	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, agentID)
+	err = s.update(ctx, agentID, func(st *txState) error {
 		existing := map[string]*expect.Record{}
 		for _, id := range req.References() {
 			if expect.ValidID(id) != "" {
@@ -282,7 +352,7 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 		// leaving a dependent that neither saw the fact nor was looked up.
 		for _, e := range req.Expectations {
 			if e.Anchor != nil && existing[e.Anchor.ExpectationID] != nil {
-				tx.Check(ExpectationKey(agentID, e.Anchor.ExpectationID))
+				st.tx.Check(ExpectationKey(agentID, e.Anchor.ExpectationID))
 			}
 		}
 		return st.stage()
@@ -397,9 +467,8 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 		return nil, err
 	}
 	var out []FactOutcome
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+	err := s.update(ctx, agentID, func(st *txState) error {
 		now := s.now()
-		st := newTxState(ctx, tx, agentID)
 		out = make([]FactOutcome, 0, len(facts))
 		for _, f := range facts {
 			f.Source = source
@@ -492,8 +561,7 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error {
 	for {
 		more := false
-		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-			st := newTxState(ctx, tx, agentID)
+		err := s.update(ctx, agentID, func(st *txState) error {
 			now := s.now()
 			more = false
 			deps, err := st.lookup(lookupAnchor, anchorPK(agentID, anchorID))
@@ -548,8 +616,7 @@ func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, re
 		reason = "withdrawn by the agent"
 	}
 	var out []*expect.Record
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, agentID)
+	err := s.update(ctx, agentID, func(st *txState) error {
 		now := s.now()
 		out = out[:0]
 		for _, id := range ids {
@@ -584,8 +651,7 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 	for {
 		var round []*expect.Record
 		more := false
-		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-			st := newTxState(ctx, tx, agentID)
+		err := s.update(ctx, agentID, func(st *txState) error {
 			now := s.now()
 			round, more = nil, false
 			open, err := st.lookup(lookupTask, taskPK(agentID, taskID))
@@ -617,8 +683,7 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 // Tick evaluates one record against the watcher's clock, for an instant
 // that has come. Early, repeated or stale instants change nothing.
 func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, in.AgentID)
+	err := s.update(ctx, in.AgentID, func(st *txState) error {
 		r, err := st.record(in.ExpectationID)
 		if err != nil || r == nil || r.State != expect.StateOpen {
 			return err
@@ -654,8 +719,7 @@ func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
 		for len(list) > 0 {
 			part := list[:min(chunk, len(list))]
 			list = list[len(part):]
-			err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-				st := newTxState(ctx, tx, agent)
+			err := s.update(ctx, agent, func(st *txState) error {
 				now := s.now()
 				for _, in := range part {
 					r, err := st.record(in.ExpectationID)
@@ -740,8 +804,7 @@ func (s *Service) forEachShard(ctx context.Context, n int, pk func(int) string, 
 // NotFound error.
 func (s *Service) UpdateRecord(ctx context.Context, agentID, id string, fn func(*expect.Record) (*expect.Record, bool, error)) (*expect.Record, error) {
 	var out *expect.Record
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		st := newTxState(ctx, tx, agentID)
+	err := s.update(ctx, agentID, func(st *txState) error {
 		r, err := st.record(id)
 		if err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 func New(ctx context.Context, s awsrt.JudgeSettings) (evaluation.Judge, error) {
 	ac := s.AWS
 	j, err := judge.New(ctx, judge.Config{Kind: s.Kind, URL: s.URL, Model: s.Model, Token: s.Token,
-		APIKey: s.APIKey, AllowPrivate: s.AllowPrivate, AWS: &ac})
+		APIKey: s.APIKey, AllowPrivate: s.AllowPrivate, AWS: &ac, Metrics: s.Metrics})
 	if err != nil || j == nil {
 		return nil, err
 	}

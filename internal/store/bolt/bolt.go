@@ -478,6 +478,7 @@ func (s *Store) writeGroups() {
 			return
 		}
 		s.groupMu.Unlock()
+		at := time.Now() // the commit time its changes carry (feed lag)
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for _, r := range group {
 				if r.ackUpTo != nil {
@@ -488,7 +489,7 @@ func (s *Store) writeGroups() {
 				}
 				// Conditions are checked before anything is written, so a
 				// failed commit leaves the shared transaction untouched.
-				r.appended, r.err = apply(tx, r.ops, true)
+				r.appended, r.err = applyAt(tx, r.ops, true, at)
 				var ce *store.ConflictError
 				if r.err != nil && !errors.As(r.err, &ce) {
 					return r.err
@@ -585,6 +586,12 @@ func prepare(writes []store.Write) ([]op, error) {
 // It is idempotent given the same starting state: it keeps no state of its
 // own and does not modify ops.
 func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
+	return applyAt(tx, ops, withFeed, time.Time{})
+}
+
+// applyAt is apply with the commit time the feed's changes carry (zero:
+// none, the format before it was kept).
+func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
 	items := tx.Bucket(bucketItems)
 	index := make([]*bbolt.Bucket, len(bucketIndex))
 	for i := range index {
@@ -668,7 +675,7 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if err := feed.Put(binary.BigEndian.AppendUint64(nil, seq), encodeChange(old, newRaw)); err != nil {
+			if err := feed.Put(binary.BigEndian.AppendUint64(nil, seq), encodeChange(old, newRaw, at)); err != nil {
 				return 0, err
 			}
 		}
@@ -844,9 +851,13 @@ func clip(b []byte) []byte { return b[:len(b):len(b)] }
 // item:   0x01 uvarint(version) str(type) str(pk) str(sk) uvarint(n)
 //         n × (str(index name) str(indexPK) str(indexSK)) data...
 // change: 0x01 byte(flags: 1 old, 2 new) [uvarint(len(old)) old] [new]
+//         or, with its commit time, 0x02 byte(flags) varint(unix nanoseconds) [...] [new]
 // where str(s) is uvarint(len(s)) s.
 
 const formatV1 = 0x01
+
+// formatChangeV2 is a change that carries its commit time.
+const formatChangeV2 = 0x02
 
 func appendStr(dst []byte, s string) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
@@ -1051,9 +1062,13 @@ func decodeItem(raw []byte) (store.Item, error) {
 	return it, err
 }
 
-func encodeChange(old, new []byte) []byte {
-	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(old)+len(new))
-	b = append(b, formatV1)
+func encodeChange(old, new []byte, at time.Time) []byte {
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(old)+len(new))
+	if at.IsZero() {
+		b = append(b, formatV1)
+	} else {
+		b = append(b, formatChangeV2)
+	}
 	var flags byte
 	if old != nil {
 		flags |= 1
@@ -1062,6 +1077,9 @@ func encodeChange(old, new []byte) []byte {
 		flags |= 2
 	}
 	b = append(b, flags)
+	if !at.IsZero() {
+		b = binary.AppendVarint(b, at.UnixNano())
+	}
 	if old != nil {
 		b = binary.AppendUvarint(b, uint64(len(old)))
 		b = append(b, old...)
@@ -1072,10 +1090,18 @@ func encodeChange(old, new []byte) []byte {
 func decodeChange(raw []byte) (store.Change, error) {
 	d := decoder{b: raw}
 	format, flags := d.byte1(), d.byte1()
-	if d.err || format != formatV1 || flags == 0 || flags > 3 {
+	if d.err || format != formatV1 && format != formatChangeV2 || flags == 0 || flags > 3 {
 		return store.Change{}, fmt.Errorf("%w: bad change header", ErrCorrupt)
 	}
 	var ch store.Change
+	if format == formatChangeV2 {
+		ns, n := binary.Varint(d.b)
+		if n <= 0 {
+			return store.Change{}, fmt.Errorf("%w: bad change time", ErrCorrupt)
+		}
+		d.b = d.b[n:]
+		ch.At = time.Unix(0, ns).UTC()
+	}
 	if flags&1 != 0 {
 		n := d.uvarint()
 		if d.err || n > uint64(len(d.b)) {

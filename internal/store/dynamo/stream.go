@@ -49,7 +49,11 @@ func ChangeFromStreamRecord(rec events.DynamoDBEventRecord) (store.Change, error
 	if err != nil {
 		return store.Change{}, err
 	}
-	return changeFromImages(rec.Change.SequenceNumber, rec.EventName, keys, oldImg, newImg)
+	ch, err := changeFromImages(rec.Change.SequenceNumber, rec.EventName, keys, oldImg, newImg)
+	if err == nil && rec.Change.ApproximateCreationDateTime.Unix() > 0 {
+		ch.At = rec.Change.ApproximateCreationDateTime.UTC()
+	}
+	return ch, err
 }
 
 // ChangeFromRecord converts one record returned by DynamoDB Streams'
@@ -71,7 +75,11 @@ func ChangeFromRecord(rec streamtypes.Record) (store.Change, error) {
 	if err != nil {
 		return store.Change{}, err
 	}
-	return changeFromImages(aws.ToString(rec.Dynamodb.SequenceNumber), string(rec.EventName), keys, oldImg, newImg)
+	ch, err := changeFromImages(aws.ToString(rec.Dynamodb.SequenceNumber), string(rec.EventName), keys, oldImg, newImg)
+	if err == nil && rec.Dynamodb.ApproximateCreationDateTime != nil && rec.Dynamodb.ApproximateCreationDateTime.Unix() > 0 {
+		ch.At = rec.Dynamodb.ApproximateCreationDateTime.UTC()
+	}
+	return ch, err
 }
 
 func changeFromImages(seq, event string, keys, oldImg, newImg map[string]types.AttributeValue) (store.Change, error) {

@@ -807,6 +807,7 @@ func RunFeed(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FailedCommitAppendsNothing", testFeedFailedCommit},
 		{"Ack", testFeedAck},
 		{"Signal", testFeedSignal},
+		{"CommitTime", testFeedCommitTime},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -941,6 +942,22 @@ func testFeedImages(t *testing.T, s store.Store, f store.FeedReader, ns string) 
 	}
 	if len(again) != 2 || again[0].Seq != chs[0].Seq || again[1].Seq != chs[1].Seq {
 		t.Fatalf("ReadFeed(2) after ReadFeed = %+v, want the first two changes again", again)
+	}
+}
+
+// testFeedCommitTime: every change carries its commit time (the change
+// feed's lag is measured from it), to the second at worst (DynamoDB
+// Streams' ApproximateCreationDateTime).
+func testFeedCommitTime(t *testing.T, s store.Store, f store.FeedReader, ns string) {
+	before := time.Now().Truncate(time.Second)
+	commit(t, s, store.PutIfAbsent(item(ns+"p", "a", `{}`)))
+	after := time.Now()
+	chs := readAll(t, f)
+	if len(chs) != 1 {
+		t.Fatalf("feed holds %d changes, want 1", len(chs))
+	}
+	if at := chs[0].At; at.Before(before) || at.After(after) {
+		t.Fatalf("change committed between %s and %s carries the time %s", before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
 	}
 }
 
