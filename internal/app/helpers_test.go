@@ -185,6 +185,7 @@ func (e *testEnv) restartAWS() {
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,
 		CredentialsKeyID: e.credentialsKey(), AgentHTTPClient: e.cfg.AgentHTTPClient,
 		AWSHTTPClient: recordingAWSClient(),
+		Metrics:       e.cfg.Metrics,
 	})
 	if err != nil {
 		e.t.Fatal(err)

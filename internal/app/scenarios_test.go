@@ -51,6 +51,7 @@ var scenarios = []struct {
 	{"GoClient", scenarioGoClient},
 	{"MCPTools", scenarioMCPTools},
 	{"ConsoleListings", scenarioConsoleListings},
+	{"MetricsMove", scenarioMetricsMove},
 }
 
 // TestEmbedded runs every scenario against the embedded default.
