@@ -34,6 +34,8 @@ type server struct {
 	cmd   *exec.Cmd
 	url   string
 	token string
+	// metrics is the URL of /metrics, with -metrics-addr.
+	metrics string
 }
 
 // startServer runs the real binary and reads where it listens (and the
@@ -58,7 +60,10 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 		if rest, ok := strings.CutPrefix(line, "token (every scope, every agent; printed once): "); ok {
 			s.token = strings.TrimSpace(rest)
 		}
-		if s.url != "" && (s.token != "" || hasFlag(args, "-tokens")) {
+		if rest, ok := strings.CutPrefix(line, "metrics on "); ok {
+			s.metrics = strings.TrimSpace(rest)
+		}
+		if s.url != "" && (s.token != "" || hasFlag(args, "-tokens")) && (s.metrics != "" || !hasFlag(args, "-metrics-addr")) {
 			break
 		}
 	}

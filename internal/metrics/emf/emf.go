@@ -21,6 +21,8 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -91,33 +93,12 @@ func (r *Recorder) Record(d *metrics.Desc, v float64, labelValues ...string) {
 	}
 }
 
-// metricDefinition is a MetricDefinition object.
-type metricDefinition struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-// directive is a MetricDirective object.
-type directive struct {
-	Namespace  string             `json:"Namespace"`
-	Dimensions [][]string         `json:"Dimensions"`
-	Metrics    []metricDefinition `json:"Metrics"`
-}
-
-type metadata struct {
-	Timestamp         int64       `json:"Timestamp"`
-	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
-}
-
-// document is one document being filled: the members of its root node.
-type document struct {
-	root    map[string]any
-	defs    []metricDefinition
-	dimKeys []string
-}
-
 // Documents returns what was recorded since the last call as EMF
 // documents, and starts afresh. Nothing recorded gives none.
+//
+// The documents are written by hand rather than through reflection on
+// structs: the Lambda bootstraps have a size budget, and this is all the
+// JSON the format needs.
 func (r *Recorder) Documents() [][]byte {
 	r.mu.Lock()
 	sums, obs, labels := r.sums, r.obs, r.labels
@@ -129,85 +110,119 @@ func (r *Recorder) Documents() [][]byte {
 	ts := r.now().UnixMilli()
 
 	// Group the series by their dimensions (label names and values): the
-	// members of one document.
-	type entry struct {
-		desc   *metrics.Desc
-		values []float64 // a histogram's chunk
-		sum    float64
-	}
-	groups := map[string][]entry{}
-	groupLabels := map[string][2][]string{}
-	keys := make([]series, 0, len(labels))
+	// dimensions of one document. Keys sort as group, then metric name.
+	byKey := make(map[string]series, len(labels))
+	keys := make([]string, 0, len(labels))
 	for k := range labels {
-		keys = append(keys, k)
+		key := strings.Join(k.desc.Labels, "\x00") + "\x01" + k.values + "\x02" + k.desc.Name
+		byKey[key] = k
+		keys = append(keys, key)
 	}
-	slices.SortFunc(keys, func(a, b series) int {
-		return strings.Compare(a.desc.Name+"\x01"+a.values, b.desc.Name+"\x01"+b.values)
-	})
-	for _, k := range keys {
-		g := strings.Join(k.desc.Labels, "\x00") + "\x01" + k.values
-		groupLabels[g] = [2][]string{k.desc.Labels, labels[k]}
-		if k.desc.Kind == metrics.Histogram {
-			vs := obs[k]
-			for len(vs) > 0 {
-				n := min(len(vs), MaxValuesPerMetric)
-				groups[g] = append(groups[g], entry{desc: k.desc, values: vs[:n]})
-				vs = vs[n:]
-			}
-		} else {
-			groups[g] = append(groups[g], entry{desc: k.desc, sum: sums[k]})
-		}
-	}
-	gkeys := make([]string, 0, len(groups))
-	for g := range groups {
-		gkeys = append(gkeys, g)
-	}
-	slices.Sort(gkeys)
+	sort.Strings(keys)
 
 	var out [][]byte
-	for _, g := range gkeys {
-		names, values := groupLabels[g][0], groupLabels[g][1]
-		var docs []*document
-		for _, e := range groups[g] {
-			// The first document of the group that has room and does not
-			// hold this metric yet (a member name appears once).
+	var docs []*document
+	group := "\x03" // none yet
+	for _, key := range keys {
+		k := byKey[key]
+		if g := key[:strings.LastIndexByte(key, 0x02)]; g != group {
+			out = appendDocs(out, docs, r.namespace, ts)
+			group, docs = g, nil
+		}
+		vs := []float64{sums[k]}
+		if k.desc.Kind == metrics.Histogram {
+			vs = obs[k]
+		}
+		for len(vs) > 0 {
+			n := min(len(vs), MaxValuesPerMetric)
+			// The first document of the group with room, and without
+			// this metric yet (a member name appears once).
 			var d *document
 			for _, c := range docs {
-				if _, taken := c.root[e.desc.Name]; !taken && len(c.defs) < MaxMetricsPerDocument {
+				if c.last != k.desc && len(c.metrics) < MaxMetricsPerDocument {
 					d = c
 					break
 				}
 			}
 			if d == nil {
-				d = &document{root: map[string]any{}, dimKeys: names}
-				for i, n := range names {
-					d.root[n] = values[i]
-				}
+				d = &document{dimNames: k.desc.Labels, dimValues: labels[k]}
 				docs = append(docs, d)
 			}
-			if e.values != nil {
-				d.root[e.desc.Name] = e.values
-			} else {
-				d.root[e.desc.Name] = e.sum
-			}
-			d.defs = append(d.defs, metricDefinition{Name: e.desc.Name, Unit: e.desc.Unit})
-		}
-		for _, d := range docs {
-			dims := d.dimKeys
-			if dims == nil {
-				dims = []string{} // a DimensionSet MAY be empty
-			}
-			d.root["_aws"] = metadata{Timestamp: ts, CloudWatchMetrics: []directive{{
-				Namespace: r.namespace, Dimensions: [][]string{dims}, Metrics: d.defs,
-			}}}
-			b, err := json.Marshal(d.root)
-			if err != nil {
-				continue // cannot happen: Record keeps finite numbers only
-			}
-			out = append(out, b)
+			d.metrics = append(d.metrics, k.desc)
+			d.values = append(d.values, vs[:n])
+			d.last = k.desc
+			vs = vs[n:]
 		}
 	}
+	return appendDocs(out, docs, r.namespace, ts)
+}
+
+// document is one document being filled.
+type document struct {
+	dimNames, dimValues []string
+	metrics             []*metrics.Desc
+	values              [][]float64
+	last                *metrics.Desc
+}
+
+func appendDocs(out [][]byte, docs []*document, namespace string, ts int64) [][]byte {
+	for _, d := range docs {
+		b := append(make([]byte, 0, 512), `{"_aws":{"Timestamp":`...)
+		b = strconv.AppendInt(b, ts, 10)
+		b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
+		b = appendString(b, namespace)
+		b = append(b, `,"Dimensions":[[`...) // a DimensionSet MAY be empty
+		for i, n := range d.dimNames {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, n)
+		}
+		b = append(b, `]],"Metrics":[`...)
+		for i, m := range d.metrics {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"Name":`...)
+			b = appendString(b, m.Name)
+			b = append(b, `,"Unit":`...)
+			b = appendString(b, m.Unit)
+			b = append(b, '}')
+		}
+		b = append(b, `]}]}`...)
+		for i, n := range d.dimNames {
+			b = append(b, ',')
+			b = appendString(b, n)
+			b = append(b, ':')
+			b = appendString(b, d.dimValues[i])
+		}
+		for i, m := range d.metrics {
+			b = append(b, ',')
+			b = appendString(b, m.Name)
+			b = append(b, ':')
+			vs := d.values[i]
+			if m.Kind != metrics.Histogram {
+				b = strconv.AppendFloat(b, vs[0], 'g', -1, 64)
+				continue
+			}
+			b = append(b, '[')
+			for j, v := range vs {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendFloat(b, v, 'g', -1, 64)
+			}
+			b = append(b, ']')
+		}
+		out = append(out, append(b, '}'))
+	}
 	return out
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }
 
 // Flush writes the documents of what was recorded since the last flush to
