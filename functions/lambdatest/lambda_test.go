@@ -210,6 +210,10 @@ func TestLambdaBootstraps(t *testing.T) {
 	// 7. The effects the stream function had, seen through the api function
 	// and the Scheduler API.
 	checkEffects(t, api, sched, table)
+
+	// 8. The metrics each function wrote on stdout, as CloudWatch Embedded
+	// Metric Format, for what it did.
+	checkMetrics(t, api, clock, stream)
 }
 
 // unavailable skips t, or fails it when CI=true.
@@ -395,6 +399,7 @@ func lambdaEnv(t *testing.T, table, endpoint string) []string {
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 		"LOG_LEVEL=warn", // aws-lambda-rie's own logs
+		"METRICS_NAMESPACE=" + MetricsNamespace,
 	}
 }
 
@@ -413,6 +418,7 @@ type function struct {
 	up       time.Duration // process start to accepting connections
 	cold     time.Duration // process start to the first answer
 	firstID  string
+	lastID   string // of the last invocation
 	seq      int
 	bad      bool // an invocation of this function went wrong: show its output
 }
@@ -528,6 +534,7 @@ func (f *function) invoke(body []byte, requestID string) (_ []byte, err error) {
 	if requestID == "" {
 		requestID = fmt.Sprintf("%s-%04d", f.name, f.seq)
 	}
+	f.lastID = requestID
 	deadline := time.Now().Add(60 * time.Second)
 	if f.seq == 1 {
 		if err := f.waitListening(deadline); err != nil {
@@ -684,6 +691,7 @@ type report struct {
 type rieLog struct {
 	mu      sync.Mutex
 	buf     []byte
+	emf     []byte // the function's Embedded Metric Format lines, all of them
 	partial []byte
 	reports map[string]report
 	changed chan struct{}
@@ -708,6 +716,9 @@ func (l *rieLog) Write(p []byte) (int, error) {
 			break
 		}
 		line := l.partial[:i+1]
+		if bytes.Contains(line, []byte(`"_aws"`)) {
+			l.emf = append(l.emf, line...)
+		}
 		switch m := reportLine.FindSubmatch(line); {
 		case m != nil:
 			v, _ := strconv.ParseFloat(string(m[2]), 64)
