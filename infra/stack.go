@@ -172,6 +172,7 @@ type Stack struct {
 	SweepSchedule         awsscheduler.CfnSchedule
 	AlarmTopic            awssns.Topic
 	Alarms                []awscloudwatch.Alarm
+	MetricsDashboard      awscloudwatch.Dashboard // infra/metrics.go
 	APIOutput, TableOuput awscdk.CfnOutput
 	// CredentialsKey seals agents' outbound credentials (envelope
 	// encryption): the API function may only generate data keys, the
@@ -324,6 +325,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		"TABLE_NAME":           cfg.Name,
 		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
 		"CREDENTIALS_KEY_ID":   *st.CredentialsKey.KeyArn(),
+		"METRICS_NAMESPACE":    MetricsNamespace(cfg),
 	}
 	// function builds one function with its own role and log group and
 	// STAGE; a function with table access (api, clock, stream; not the
@@ -646,6 +648,8 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	st.observe(cfg)
 	// Why the findings of cdk-nag the stack keeps are right (nag.go).
 	st.suppressNagFindings()
+
+	st.MetricsDashboard = addMetricsDashboard(stack, cfg)
 
 	st.APIOutput = awscdk.NewCfnOutput(stack, s("ApiUrl"), &awscdk.CfnOutputProps{
 		Value: st.HTTPStage.Url(), Description: s("Base URL of the HTTP API"),

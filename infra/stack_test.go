@@ -93,7 +93,7 @@ func TestFunctions(t *testing.T) {
 				})
 			})
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
-			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false",
+			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false", "METRICS_NAMESPACE": "Clockwork/clockwork-" + stage,
 				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
 			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
 			env := map[string]obj{

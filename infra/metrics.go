@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/constructs-go/constructs/v10"
+
+	"github.com/agentclock/clockwork/internal/metrics"
+)
+
+// MetricsNamespace is the CloudWatch namespace of the clockwork_ metrics
+// the functions write as Embedded Metric Format (METRICS_NAMESPACE).
+func MetricsNamespace(cfg Config) string { return "Clockwork/" + cfg.Name }
+
+// ClockworkMetricWidgets returns the dashboard widgets of the service's own
+// metrics (internal/metrics, written by the api, clock and stream functions
+// as EMF), in rows: expectations, lapses and delivery, the change feed and
+// the evaluation loop, the HTTP API. A dashboard of service health can add
+// them as they are. Metrics with dimensions whose values are open (routes,
+// statuses, verdicts, judges) are drawn with SEARCH expressions, so that
+// every value that occurs gets its line.
+func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
+	ns := MetricsNamespace(cfg)
+	period := awscdk.Duration_Minutes(n(5))
+	metric := func(d *metrics.Desc, stat, label string, dims map[string]string) awscloudwatch.IMetric {
+		var dm *map[string]*string
+		if len(dims) > 0 {
+			m := map[string]*string{}
+			for k, v := range dims {
+				m[k] = s(v)
+			}
+			dm = &m
+		}
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: s(ns), MetricName: s(d.Name), Statistic: s(stat), Period: period, Label: s(label), DimensionsMap: dm,
+		})
+	}
+	search := func(d *metrics.Desc, stat, label string) awscloudwatch.IMetric {
+		keys := ""
+		for _, l := range d.Labels {
+			keys += "," + l
+		}
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression:   s(fmt.Sprintf(`SEARCH('{%s%s} MetricName="%s"', '%s', 300)`, ns, keys, d.Name, stat)),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{},
+			Label:        s(label),
+			Period:       period,
+		})
+	}
+	graph := func(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: s(title), Left: &left, Width: n(width), Height: n(6), Period: period,
+		})
+	}
+	lateness := func(kind string) []awscloudwatch.IMetric {
+		dims := map[string]string{"lapse": kind}
+		return []awscloudwatch.IMetric{
+			metric(metrics.LapseLateness, "p50", kind+" p50", dims),
+			metric(metrics.LapseLateness, "p99", kind+" p99", dims),
+			metric(metrics.LapseLateness, "Maximum", kind+" max", dims),
+		}
+	}
+	return [][]awscloudwatch.IWidget{
+		{
+			awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{
+				Markdown: s("# " + cfg.Name + ": clockwork metrics\nWritten by the api, clock and stream functions as CloudWatch Embedded Metric Format in `" + ns +
+					"`; the same clockwork_ metrics as the embedded server's Prometheus /metrics (README, Metrics)."),
+				Width: n(24), Height: n(2),
+			}),
+		},
+		{
+			graph("Expectations raised, withdrawn", []awscloudwatch.IMetric{
+				metric(metrics.ExpectationsRaised, "Sum", "raised", nil),
+				metric(metrics.ExpectationsWithdrawn, "Sum", "withdrawn", nil),
+			}, 8),
+			graph("Expectations satisfied (on time, late)", []awscloudwatch.IMetric{search(metrics.ExpectationsSatisfied, "Sum", "")}, 8),
+			graph("Expectations lapsed, by kind", []awscloudwatch.IMetric{search(metrics.ExpectationsLapsed, "Sum", "")}, 8),
+		},
+		{
+			graph("Lapse lateness (s): lapse committed minus its instant", append(lateness("overdue"), lateness("stalled")...), 12),
+			graph("Lapse task delivery", []awscloudwatch.IMetric{
+				metric(metrics.DeliveryAttempts, "Sum", "attempts", nil),
+				metric(metrics.DeliveryFailures, "Sum", "failures", nil),
+				metric(metrics.DeadLetters, "Sum", "dead letters", nil),
+			}, 12),
+		},
+		{
+			graph("Change-feed lag (s)", []awscloudwatch.IMetric{
+				metric(metrics.FeedLag, "p50", "p50", nil),
+				metric(metrics.FeedLag, "p99", "p99", nil),
+				metric(metrics.FeedLag, "Maximum", "max", nil),
+			}, 6),
+			graph("VERIFY by verdict; grades by verdict after the grade", []awscloudwatch.IMetric{
+				search(metrics.Verifications, "Sum", ""),
+				search(metrics.Grades, "Sum", ""),
+			}, 6),
+			graph("Judge calls and failures", []awscloudwatch.IMetric{
+				search(metrics.JudgeCalls, "Sum", ""),
+				search(metrics.JudgeFailures, "Sum", ""),
+			}, 6),
+			graph("Judge latency (s), p99", []awscloudwatch.IMetric{search(metrics.JudgeLatency, "p99", "")}, 6),
+		},
+		{
+			graph("HTTP requests by route and status", []awscloudwatch.IMetric{search(metrics.HTTPRequests, "Sum", "")}, 12),
+			graph("HTTP latency (s) by route, p99", []awscloudwatch.IMetric{search(metrics.HTTPLatency, "p99", "")}, 12),
+		},
+	}
+}
+
+// addMetricsDashboard adds the dashboard <name>-metrics with the widgets of
+// ClockworkMetricWidgets, one row per call of AddWidgets.
+func addMetricsDashboard(scope constructs.Construct, cfg Config) awscloudwatch.Dashboard {
+	d := awscloudwatch.NewDashboard(scope, s("MetricsDashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: s(cfg.Name + "-metrics"),
+	})
+	for _, row := range ClockworkMetricWidgets(cfg) {
+		d.AddWidgets(row...)
+	}
+	return d
+}

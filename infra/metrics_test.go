@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentclock/clockwork/internal/metrics"
+)
+
+// TestMetricsDashboard: each stage's template has the dashboard
+// <name>-metrics, which draws every clockwork_ metric of the catalogue in
+// the namespace the functions write to (METRICS_NAMESPACE).
+func TestMetricsDashboard(t *testing.T) {
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			_, d := only(t, sy.json, "AWS::CloudWatch::Dashboard", "DashboardName", sy.cfg.Name+"-metrics")
+			// The body is a Fn::Join of strings and the stack's tokens
+			// (region); its text is what CloudWatch receives.
+			raw, err := json.Marshal(props(d)["DashboardBody"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body strings.Builder
+			var walk func(v any)
+			walk = func(v any) {
+				switch x := v.(type) {
+				case string:
+					body.WriteString(x)
+				case []any:
+					for _, e := range x {
+						walk(e)
+					}
+				case map[string]any:
+					if j, ok := x["Fn::Join"].([]any); ok && len(j) == 2 {
+						walk(j[1])
+					}
+				}
+			}
+			var v any
+			_ = json.Unmarshal(raw, &v)
+			walk(v)
+			text := body.String()
+			ns := "Clockwork/clockwork-" + stage
+			if MetricsNamespace(sy.cfg) != ns {
+				t.Fatalf("namespace %q, want %q", MetricsNamespace(sy.cfg), ns)
+			}
+			for _, m := range metrics.All() {
+				if !strings.Contains(text, m.Name) {
+					t.Errorf("the dashboard does not draw %s", m.Name)
+				}
+			}
+			if strings.Count(text, ns) < len(metrics.All()) {
+				t.Errorf("the dashboard does not read the namespace %s", ns)
+			}
+			// A dashboard body is JSON once the tokens are in.
+			joined := strings.ReplaceAll(text, "\n", "")
+			if !strings.HasPrefix(joined, `{"widgets":[`) {
+				t.Errorf("dashboard body starts %q", joined[:min(40, len(joined))])
+			}
+		})
+	}
+}
