@@ -12,6 +12,7 @@ import (
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
 	"github.com/agentclock/clockwork/internal/timers"
@@ -94,4 +95,30 @@ func testDuplicateAndOutOfOrder(t *testing.T, byItem bool) {
 		t.Fatalf("a satisfied expectation left instants behind after replays: %+v", pending)
 	}
 	_ = feed.Scheduler(clock)
+}
+
+// lagRecorder keeps the lags the processor observes.
+type lagRecorder struct{ lags []float64 }
+
+func (r *lagRecorder) Record(d *metrics.Desc, v float64, _ ...string) {
+	if d == metrics.FeedLag {
+		r.lags = append(r.lags, v)
+	}
+}
+
+// The processor observes each change's lag from its commit time; a change
+// without one (written before the time was kept) observes none.
+func TestFeedLag(t *testing.T) {
+	rec := &lagRecorder{}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	p := &feed.Processor{Metrics: rec, Now: func() time.Time { return now }}
+	it := store.Item{Key: store.Key{PK: "x", SK: "y"}, Type: "other"}
+	for _, at := range []time.Time{now.Add(-1500 * time.Millisecond), {}} {
+		if err := p.Handle(context.Background(), store.Change{Seq: "1", Key: it.Key, New: &it, At: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(rec.lags, []float64{1.5}) {
+		t.Fatalf("lags %v, want [1.5]", rec.lags)
+	}
 }
