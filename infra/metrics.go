@@ -5,7 +5,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/constructs-go/constructs/v10"
 
 	"github.com/agentclock/clockwork/internal/metrics"
 )
@@ -16,9 +15,9 @@ func MetricsNamespace(cfg Config) string { return "Clockwork/" + cfg.Name }
 
 // ClockworkMetricWidgets returns the dashboard widgets of the service's own
 // metrics (internal/metrics, written by the api, clock and stream functions
-// as EMF), in rows: expectations, lapses and delivery, the change feed and
-// the evaluation loop, the HTTP API. A dashboard of service health can add
-// them as they are. Metrics with dimensions whose values are open (routes,
+// as EMF), in rows: expectations; lapses, delivery and the change feed; the
+// evaluation loop; the HTTP API. addMetricRows puts them on the service's
+// dashboard. Metrics with dimensions whose values are open (routes,
 // statuses, verdicts, judges) are drawn with SEARCH expressions, so that
 // every value that occurs gets its line.
 func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
@@ -79,28 +78,28 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 			graph("Expectations lapsed, by kind", []awscloudwatch.IMetric{search(metrics.ExpectationsLapsed, "Sum", "")}, 8),
 		},
 		{
-			graph("Lapse lateness (s): lapse committed minus its instant", append(lateness("overdue"), lateness("stalled")...), 12),
+			graph("Lapse lateness (s): lapse committed minus its instant", append(lateness("overdue"), lateness("stalled")...), 8),
 			graph("Lapse task delivery", []awscloudwatch.IMetric{
 				metric(metrics.DeliveryAttempts, "Sum", "attempts", nil),
 				metric(metrics.DeliveryFailures, "Sum", "failures", nil),
 				metric(metrics.DeadLetters, "Sum", "dead letters", nil),
-			}, 12),
-		},
-		{
+			}, 8),
 			graph("Change-feed lag (s)", []awscloudwatch.IMetric{
 				metric(metrics.FeedLag, "p50", "p50", nil),
 				metric(metrics.FeedLag, "p99", "p99", nil),
 				metric(metrics.FeedLag, "Maximum", "max", nil),
-			}, 6),
+			}, 8),
+		},
+		{
 			graph("VERIFY by verdict; grades by verdict after the grade", []awscloudwatch.IMetric{
 				search(metrics.Verifications, "Sum", ""),
 				search(metrics.Grades, "Sum", ""),
-			}, 6),
+			}, 8),
 			graph("Judge calls and failures", []awscloudwatch.IMetric{
 				search(metrics.JudgeCalls, "Sum", ""),
 				search(metrics.JudgeFailures, "Sum", ""),
-			}, 6),
-			graph("Judge latency (s), p99", []awscloudwatch.IMetric{search(metrics.JudgeLatency, "p99", "")}, 6),
+			}, 8),
+			graph("Judge latency (s), p99", []awscloudwatch.IMetric{search(metrics.JudgeLatency, "p99", "")}, 8),
 		},
 		{
 			graph("HTTP requests by route and status", []awscloudwatch.IMetric{search(metrics.HTTPRequests, "Sum", "")}, 12),
@@ -109,14 +108,10 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 	}
 }
 
-// addMetricsDashboard adds the dashboard <name>-metrics with the widgets of
-// ClockworkMetricWidgets, one row per call of AddWidgets.
-func addMetricsDashboard(scope constructs.Construct, cfg Config) awscloudwatch.Dashboard {
-	d := awscloudwatch.NewDashboard(scope, s("MetricsDashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: s(cfg.Name + "-metrics"),
-	})
+// addMetricRows adds the rows of ClockworkMetricWidgets to the service's
+// dashboard (observability.go), below its health rows.
+func (st *Stack) addMetricRows(cfg Config) {
 	for _, row := range ClockworkMetricWidgets(cfg) {
-		d.AddWidgets(row...)
+		st.AddDashboardRow(row...)
 	}
-	return d
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/agentclock/clockwork/internal/metrics"
 )
 
-// TestMetricsDashboard: each stage's template has the dashboard
-// <name>-metrics, which draws every clockwork_ metric of the catalogue in
-// the namespace the functions write to (METRICS_NAMESPACE).
+// TestMetricsDashboard: each stage's dashboard (the service's, named like
+// the stack) draws every clockwork_ metric of the catalogue in the
+// namespace the functions write to (METRICS_NAMESPACE).
 func TestMetricsDashboard(t *testing.T) {
 	for stage, sy := range synth(t) {
 		t.Run(stage, func(t *testing.T) {
-			_, d := only(t, sy.json, "AWS::CloudWatch::Dashboard", "DashboardName", sy.cfg.Name+"-metrics")
+			_, d := only(t, sy.json, "AWS::CloudWatch::Dashboard", "DashboardName", sy.cfg.Name)
 			// The body is a Fn::Join of strings and the stack's tokens
 			// (region); its text is what CloudWatch receives.
 			raw, err := json.Marshal(props(d)["DashboardBody"])

@@ -172,7 +172,6 @@ type Stack struct {
 	SweepSchedule         awsscheduler.CfnSchedule
 	AlarmTopic            awssns.Topic
 	Alarms                []awscloudwatch.Alarm
-	MetricsDashboard      awscloudwatch.Dashboard // infra/metrics.go
 	APIOutput, TableOuput awscdk.CfnOutput
 	// CredentialsKey seals agents' outbound credentials (envelope
 	// encryption): the API function may only generate data keys, the
@@ -646,10 +645,10 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 
 	// Alarms, who hears them, and the dashboard (observability.go).
 	st.observe(cfg)
+	st.addMetricRows(cfg) // the service's clockwork_ metrics (metrics.go)
+
 	// Why the findings of cdk-nag the stack keeps are right (nag.go).
 	st.suppressNagFindings()
-
-	st.MetricsDashboard = addMetricsDashboard(stack, cfg)
 
 	st.APIOutput = awscdk.NewCfnOutput(stack, s("ApiUrl"), &awscdk.CfnOutputProps{
 		Value: st.HTTPStage.Url(), Description: s("Base URL of the HTTP API"),
