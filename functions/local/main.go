@@ -161,6 +161,7 @@ func run() error {
 		closeRuntime = func() error { local.Close(); return nil }
 		log.Info("AWS mode", "endpoint", *awsEndpoint, "table", *table, "scheduleGroup", *group)
 	} else {
+		app.TuneGC()
 		rules := expect.DefaultConfig()
 		rules.MaxLineage = *maxLineage
 		a, err := app.Start(app.Config{

@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -467,6 +468,7 @@ func (s *Store) writer() {
 
 func (s *Store) writeGroups() {
 	for {
+		s.gather()
 		s.groupMu.Lock()
 		group := s.queue
 		if len(group) > maxGroup {
@@ -510,6 +512,36 @@ func (s *Store) writeGroups() {
 			close(r.done)
 		}
 	}
+}
+
+// maxGatherYields bounds the yields of one gather.
+const maxGatherYields = 8
+
+// gather lets the commits that are about to be queued join the next group:
+// it yields the processor while the queue keeps growing (at most
+// maxGatherYields times). The writer is woken by the first commit of a
+// burst, and without this it would take that commit alone while the
+// requests behind it, runnable on the other processors' queues, are a few
+// microseconds from queueing theirs; every group costs two fsyncs (about
+// 160 µs of CPU each on this project's virtual disk) and its branch, meta
+// and free-list pages, so fuller groups cost less CPU per commit. Under no
+// load the queue does not grow and gather returns after one yield.
+func (s *Store) gather() {
+	n := s.queued()
+	for range maxGatherYields {
+		runtime.Gosched()
+		m := s.queued()
+		if m == n {
+			return
+		}
+		n = m
+	}
+}
+
+func (s *Store) queued() int {
+	s.groupMu.Lock()
+	defer s.groupMu.Unlock()
+	return len(s.queue)
 }
 
 // op is one validated write, with its keys encoded.

@@ -53,6 +53,8 @@ var (
 	phases       = flag.String("phases", "throughput,lapse,factcost", "phases to run, comma-separated: throughput (the table against the ceiling), lapse (lapse latency), factcost (fact cost as open expectations grow)")
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	blockProfile = flag.String("blockprofile", "", "write a blocking profile of the whole run here")
+	ops          = flag.String("ops", "raise,fact,event", "operations of the throughput table, comma-separated: raise, fact, event (without raise, facts satisfy a pool raised before their phase)")
+	serverCPU    = flag.String("server-cpuprofile", "", "write a CPU profile of the clockwork server child of the throughput table here")
 )
 
 type runner struct {
@@ -63,12 +65,6 @@ type runner struct {
 
 func main() {
 	flag.Parse()
-	if *serveKind != "" {
-		if err := serveChild(*serveKind, *dataDir); err != nil {
-			fail(err)
-		}
-		return
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -76,6 +72,12 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *serveKind != "" {
+		if err := serveChild(*serveKind, *dataDir); err != nil {
+			fail(err)
+		}
+		return
 	}
 	if *blockProfile != "" {
 		runtime.SetBlockProfileRate(10000)
@@ -226,6 +228,9 @@ func (nullSender) Send(context.Context, expect.Card, a2aout.Message) (string, er
 
 // wantPhase reports whether -phases names phase.
 func wantPhase(phase string) bool { return slices.Contains(strings.Split(*phases, ","), phase) }
+
+// wantOp says whether -ops names the throughput table's operation op.
+func wantOp(op string) bool { return slices.Contains(strings.Split(*ops, ","), op) }
 
 func mustTime(s string) time.Time { t, _ := expect.ParseTime(s); return t }
 

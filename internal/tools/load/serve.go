@@ -65,6 +65,7 @@ func serveChild(kind, dir string) error {
 	case "ceiling":
 		h = ceilingHandler()
 	case "clockwork":
+		app.TuneGC() // as functions/local runs it
 		authn, _ := auth.New([]auth.TokenSpec{{Token: token, Principal: "load", Scopes: auth.AllScopes, Agents: []string{"*"}}})
 		a, err := app.Start(app.Config{DataDir: dir, Auth: authn, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			AllowPrivateAgents: true, Sender: nullSender{}})
@@ -119,7 +120,11 @@ func startChild(kind, dir string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-serve", kind, "-data", dir)
+	args := []string{"-serve", kind, "-data", dir}
+	if kind == "clockwork" && *serverCPU != "" {
+		args = append(args, "-cpuprofile", *serverCPU)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -77,10 +77,12 @@ func throughputTable(dir string) {
 			}
 		}
 	}
-	row := throughputRow{name: "raise (1 expectation)"}
-	row.ceiling = measure(ceiling, rc, "ceiling, raise body", raise(rc, &cseq))
-	row.clockwork = measure(cw, rw, "raise (1 expectation per request)", raise(rw, &seq))
-	rows = append(rows, row)
+	if wantOp("raise") {
+		row := throughputRow{name: "raise (1 expectation)"}
+		row.ceiling = measure(ceiling, rc, "ceiling, raise body", raise(rc, &cseq))
+		row.clockwork = measure(cw, rw, "raise (1 expectation per request)", raise(rw, &seq))
+		rows = append(rows, row)
+	}
 
 	// Facts, each satisfying one open expectation: those just raised and,
 	// so that every fact of the phase finds one, a pool raised in bulk
@@ -101,18 +103,24 @@ func throughputTable(dir string) {
 			}
 		}
 	}
-	var cfseq, fseq atomic.Int64
-	row = throughputRow{name: "fact (satisfies 1)"}
-	row.ceiling = measure(ceiling, rc, "ceiling, fact body", fact(rc, &cfseq))
-	if want := min(cfseq.Load(), 4*raised); want > raised {
-		raiseRange(rw, raised+1, want, farDue)
-		pool.Store(want)
-		cw.waitFeed()
-	}
-	row.clockwork = measure(cw, rw, "fact (satisfies 1 expectation)", fact(rw, &fseq))
-	rows = append(rows, row)
-	if f, p := fseq.Load(), pool.Load(); f > p {
-		fmt.Printf("  (%d of the %d facts matched nothing: more facts than open expectations)\n", f-p, f)
+	if wantOp("fact") {
+		var cfseq, fseq atomic.Int64
+		row := throughputRow{name: "fact (satisfies 1)"}
+		row.ceiling = measure(ceiling, rc, "ceiling, fact body", fact(rc, &cfseq))
+		want := cfseq.Load()
+		if raised > 0 {
+			want = min(want, 4*raised)
+		}
+		if want > raised {
+			raiseRange(rw, raised+1, want, farDue)
+			pool.Store(want)
+			cw.waitFeed()
+		}
+		row.clockwork = measure(cw, rw, "fact (satisfies 1 expectation)", fact(rw, &fseq))
+		rows = append(rows, row)
+		if f, p := fseq.Load(), pool.Load(); f > p {
+			fmt.Printf("  (%d of the %d facts matched nothing: more facts than open expectations)\n", f-p, f)
+		}
 	}
 
 	// Execution events, one plan per connection.
@@ -127,10 +135,12 @@ func throughputTable(dir string) {
 			}
 		}
 	}
-	row = throughputRow{name: "execution event"}
-	row.ceiling = measure(ceiling, rc, "ceiling, event body", event(rc))
-	row.clockwork = measure(cw, rw, "execution event (TOOL_REQUEST)", event(rw))
-	rows = append(rows, row)
+	if wantOp("event") {
+		row := throughputRow{name: "execution event"}
+		row.ceiling = measure(ceiling, rc, "ceiling, event body", event(rc))
+		row.clockwork = measure(cw, rw, "execution event (TOOL_REQUEST)", event(rw))
+		rows = append(rows, row)
+	}
 
 	printThroughputTable(rows, loadBefore, loadAverage())
 }
