@@ -757,7 +757,9 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if ch.New == nil {
 		return nil
 	}
-	ex, err := decode[Execution](*ch.New)
+	// Only whether the execution completed, and its plan: decoding these
+	// two skips the aggregate, which every event's change carries.
+	ex, err := decode[executionDone](*ch.New)
 	if err != nil {
 		return err
 	}
@@ -765,4 +767,10 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 		return nil
 	}
 	return s.Verify(ctx, ex.PlanID)
+}
+
+// executionDone is the part of an Execution that HandleChange reads.
+type executionDone struct {
+	PlanID    string `json:"plan_id"`
+	Completed bool   `json:"completed"`
 }

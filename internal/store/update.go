@@ -489,14 +489,32 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 	}
 	slices.SortStableFunc(hits, func(a, b hit) int { return strings.Compare(a.sk, b.sk) })
 
-	// Fetch what is neither staged nor known, several at a time.
+	// Fetch what is neither staged nor known, several at a time (one
+	// alone, the common case, without a goroutine).
 	fetched := make([]*Item, len(hits))
 	var firstErr error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
+	toFetch := 0
+	for _, h := range hits {
+		if _, staged := tx.staged[h.key]; !staged {
+			toFetch++
+		}
+	}
 	for i, h := range hits {
 		if _, staged := tx.staged[h.key]; staged {
+			continue
+		}
+		if toFetch == 1 {
+			it, err := tx.s.Get(ctx, h.key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return nil, err
+			default:
+				fetched[i] = &it
+			}
 			continue
 		}
 		wg.Add(1)

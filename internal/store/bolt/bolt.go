@@ -133,8 +133,14 @@ var (
 // than rebuilding it by scanning the whole file: after a crash a store of
 // 1,000,000 open expectations (2.7 GB) opens in milliseconds instead of
 // seconds, without mapping the whole file into memory. The cost is the
-// list's pages in each commit (about 8,000 page ids, 66 KB, at that size;
-// no extra fsync). A file last written without the list (by an earlier
+// list's pages in each commit (no extra fsync): 8 bytes per free page, and
+// a store that held a large change-feed backlog (a bulk load the feed fell
+// behind) keeps its pages free afterwards, 70,000 of them (560 KB per
+// commit) after raising 1,000,000 expectations in bulk. The list is kept as
+// bbolt's sorted array, which writes it by merging sorted runs, rather than
+// its hash map, which sorts every free span again at each commit (a fact
+// cost 3.6 ms of CPU instead of 11.7 ms at that size; the file format is
+// the same). A file last written without the list (by an earlier
 // version) is scanned once at its first open. It returns an error when the file cannot be opened or locked within
 // opts.Timeout (the file is locked by one process at a time) or is not a
 // valid store, and one wrapping ErrOldLayout for a file of an earlier layout.
@@ -143,7 +149,7 @@ func Open(path string, opts Options) (*Store, error) {
 		Timeout:        opts.Timeout,
 		NoSync:         opts.NoSync,
 		NoFreelistSync: false,
-		FreelistType:   bbolt.FreelistMapType,
+		FreelistType:   bbolt.FreelistArrayType,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
@@ -1156,4 +1162,12 @@ func decodeChange(raw []byte) (store.Change, error) {
 		ch.Key = nw.Key
 	}
 	return ch, nil
+}
+
+// FreePages returns the number of pages on the file's free list (free and
+// pending), which every commit writes whole: a measure of what a commit
+// costs beyond its own pages.
+func (s *Store) FreePages() int {
+	st := s.db.Stats()
+	return st.FreePageN + st.PendingPageN
 }

@@ -54,6 +54,7 @@ var (
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	blockProfile = flag.String("blockprofile", "", "write a blocking profile of the whole run here")
 	ops          = flag.String("ops", "raise,fact,event", "operations of the throughput table, comma-separated: raise, fact, event (without raise, facts satisfy a pool raised before their phase)")
+	factProfile  = flag.String("factcost-cpuprofile", "", "write a CPU profile of each fact-cost measurement's facts here (suffixed with .s and .L)")
 	serverCPU    = flag.String("server-cpuprofile", "", "write a CPU profile of the clockwork server child of the throughput table here")
 )
 
@@ -61,6 +62,8 @@ type runner struct {
 	c       *client.Client
 	timers  func() int
 	drained func() bool
+	// freePages is the store's free-list length (bolt.Store.FreePages).
+	freePages func() int
 }
 
 func main() {
@@ -123,7 +126,7 @@ func main() {
 	srv := &http.Server{Handler: a.Handler}
 	go srv.Serve(ln)
 	defer srv.Close()
-	r := &runner{timers: a.Timers.Len, drained: func() bool {
+	r := &runner{timers: a.Timers.Len, freePages: a.Store.FreePages, drained: func() bool {
 		ch, err := a.Store.ReadFeed(context.Background(), 1)
 		return err == nil && len(ch) == 0
 	}}
@@ -337,9 +340,18 @@ func (r *runner) factCost(prefix string, n int, due string) stats {
 	for !r.drained() && time.Since(t0) < 10*time.Minute {
 		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Printf("fact cost with %d more open expectations (raised in %.1fs, scheduled after %.1fs):\n", n, raised.Seconds(), time.Since(t0).Seconds())
+	fmt.Printf("fact cost with %d more open expectations (raised in %.1fs, scheduled after %.1fs; %d pages on the store's free list):\n", n, raised.Seconds(), time.Since(t0).Seconds(), r.freePages())
+	if *factProfile != "" {
+		f, err := os.Create(*factProfile + "." + prefix)
+		if err != nil {
+			fail(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var lat []time.Duration
 	var sum time.Duration
+	cpu0 := processCPU(os.Getpid())
 	for i := 0; i < 2000; i++ {
 		t := time.Now()
 		r.c.ReportFacts(context.Background(), "load", factBody(prefix, int64(i*(n/2000))))
@@ -348,7 +360,8 @@ func (r *runner) factCost(prefix string, n int, due string) stats {
 		sum += d
 	}
 	s := stats{p50: pct(lat, 50), p99: pct(lat, 99), mean: sum / time.Duration(len(lat))}
-	fmt.Printf("  sequential facts: p50 %s  p99 %s  mean %s\n", s.p50, s.p99, s.mean)
+	cpu := (processCPU(os.Getpid()) - cpu0) / time.Duration(len(lat))
+	fmt.Printf("  sequential facts: p50 %s  p99 %s  mean %s; CPU per fact (client and server, this process) %s\n", s.p50, s.p99, s.mean, micros(cpu))
 	return s
 }
 
