@@ -550,6 +550,13 @@ class Faults:
         TransactionCanceledException whose CancellationReasons hold
         TransactionConflict for one action and None for the others, as
         DynamoDB answers when another transaction holds one of the items.
+      * loseAnswers, loseAnswersTable: the next loseAnswers successful
+        single-item writes (PutItem, UpdateItem, DeleteItem) to the table
+        named loseAnswersTable are applied and then answered with HTTP 500
+        InternalServerError, as DynamoDB answers when a request "might have
+        succeeded"; the SDKs retry it, and the retry meets the state the
+        lost attempt left. Counted down, not a fraction, so a test knows
+        which write lost its answer; other tables are unaffected.
       * seed: seeds the random choices (0 = from the clock).
 
     Counters of the faults injected are in the answer of POST
@@ -569,7 +576,9 @@ class Faults:
         self.rng = random.Random()
         self.written = {}  # (table, key) -> monotonic time of the last write
         self.keys = {}  # table -> (hash attribute, range attribute or None)
-        self.counts = {"throttled": 0, "conflicts": 0, "hiddenFromIndex": 0}
+        self.lose = 0
+        self.lose_table = ""
+        self.counts = {"throttled": 0, "conflicts": 0, "hiddenFromIndex": 0, "lostAnswers": 0}
         self.pruned = time.monotonic()
 
     def configure(self, settings):
@@ -580,6 +589,10 @@ class Faults:
                 self.throttle = min(1.0, max(0.0, float(settings["throttle"])))
             if "transactionConflict" in settings:
                 self.conflict = min(1.0, max(0.0, float(settings["transactionConflict"])))
+            if "loseAnswers" in settings:
+                self.lose = max(0, int(settings["loseAnswers"]))
+            if "loseAnswersTable" in settings:
+                self.lose_table = str(settings["loseAnswersTable"] or "")
             if settings.get("seed"):
                 self.rng.seed(int(settings["seed"]))
             return self.state()
@@ -589,6 +602,8 @@ class Faults:
             "gsiLagSeconds": self.lag,
             "throttle": self.throttle,
             "transactionConflict": self.conflict,
+            "loseAnswers": self.lose,
+            "loseAnswersTable": self.lose_table,
             "counts": dict(self.counts),
         }
 
@@ -659,6 +674,19 @@ class Faults:
             if op == "Query" and body.get("IndexName") and self.lag > 0:
                 return self.hide_young(body.get("TableName"), answer)
         return answer
+
+    SINGLE_WRITES = frozenset(("PutItem", "UpdateItem", "DeleteItem"))
+
+    def lose_answer(self, service, op, body, status):
+        """Whether to replace this applied write's answer with a 500."""
+        if service != "DynamoDB_20120810" or op not in self.SINGLE_WRITES or status != 200:
+            return False
+        with self.lock:
+            if self.lose <= 0 or not isinstance(body, dict) or body.get("TableName") != self.lose_table:
+                return False
+            self.lose -= 1
+            self.counts["lostAnswers"] += 1
+            return True
 
     def learn(self, table, schema):
         if not table or not isinstance(schema, list):
@@ -980,6 +1008,9 @@ def faulty(app, faults, lock, capacity=None):
             if body is not None:
                 new = faults.after(service, op, body, status_code, answer)
                 answer = new
+                if faults.lose_answer(service, op, body, status_code):
+                    _, answer = _error("com.amazonaws.dynamodb.v20120810#InternalServerError", "Internal server error")
+                    captured["status"] = "500 Internal Server Error"
             if plan is not None or body is not None:
                 import binascii
                 fix = {"content-length": str(len(answer)), "x-amz-crc32": str(binascii.crc32(answer))}

@@ -27,6 +27,11 @@ const (
 	// instead of attrData, when that is smaller: DynamoDB charges a write
 	// unit per 1 KB of item, and a record's JSON compresses to about half.
 	attrDataDeflate = "dataz"
+	// attrWriteToken holds 8 random bytes of the conditional PutItem that
+	// last wrote the item (see Store.Commit): how a retried call whose
+	// earlier attempt was applied recognises its own write. Readers ignore
+	// it.
+	attrWriteToken = "wt"
 )
 
 // compressFrom is the smallest data worth compressing: below it an item

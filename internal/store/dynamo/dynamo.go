@@ -29,6 +29,7 @@
 package dynamo
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -477,7 +478,12 @@ func build(o op) request {
 // PutItem/UpdateItem/DeleteItem, several (or any condition check, a
 // ConditionCheck) with one TransactWriteItems, whose
 // ClientRequestToken is fresh for each Commit and reused by the SDK's
-// retries of it, so a retried transaction is applied at most once. Versions
+// retries of it, so a retried transaction is applied at most once. A
+// conditional PutItem carries a random token of the call (attribute wt) and
+// asks for the item that fails its condition, so an SDK retry whose earlier
+// attempt was applied (its answer lost) finds its own token and succeeds
+// instead of reporting a conflict. A conditional DeleteItem retried that way
+// still reports one (the item is gone; Update then re-reads). Versions
 // are assigned here (1 on create, +1 per put) without reading. A delete of
 // an absent item (allowed when its condition holds) changes nothing and
 // leaves no stream record. An empty commit is a no-op.
@@ -519,11 +525,24 @@ func (s *Store) commitOne(ctx context.Context, o op) error {
 	var err error
 	switch {
 	case r.item != nil:
-		_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		in := &dynamodb.PutItemInput{
 			TableName: table, Item: r.item, ConditionExpression: optString(r.condExpr),
 			ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values,
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
-		})
+		}
+		var token []byte
+		if r.condExpr != "" {
+			token = make([]byte, 8)
+			if _, err := rand.Read(token); err != nil {
+				return err
+			}
+			r.item[attrWriteToken] = &types.AttributeValueMemberB{Value: token}
+			in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		}
+		_, err = s.client.PutItem(ctx, in)
+		if token != nil && wroteBefore(err, token) {
+			return nil
+		}
 	case r.updateExpr != "":
 		_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: table, Key: r.key, UpdateExpression: aws.String(r.updateExpr),
@@ -547,6 +566,21 @@ func (s *Store) commitOne(ctx context.Context, o op) error {
 		return &store.ConflictError{Index: o.idx, Key: o.key}
 	}
 	return apiErr("commit", err)
+}
+
+// wroteBefore reports whether err is a condition failure against the item
+// this call's token wrote: an earlier attempt of the same PutItem (the SDK
+// retries one whose answer was lost: a timeout, a connection reset, an
+// HTTP 500, after which DynamoDB says the request may have succeeded) was
+// applied, and the retry found its result. A concurrent writer's item has
+// another token (or none), so a real conflict stays one.
+func wroteBefore(err error, token []byte) bool {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false
+	}
+	b, ok := ccf.Item[attrWriteToken].(*types.AttributeValueMemberB)
+	return ok && bytes.Equal(b.Value, token)
 }
 
 func (s *Store) commitTx(ctx context.Context, ops []op) error {

@@ -118,3 +118,45 @@ func TestEmulatorFaults(t *testing.T) {
 		mustAbsent(store.Key{PK: "p", SK: "y"})
 	})
 }
+
+// TestLostAnswerIsNotAConflict checks that a conditional put whose answer
+// is lost after DynamoDB applied it (HTTP 500, which the SDK retries) is a
+// success, not a conflict with itself, while a real conflict stays one.
+func TestLostAnswerIsNotAConflict(t *testing.T) {
+	endpoint := dynamotest.Start(t)
+	t.Cleanup(func() { dynamotest.SetFaults(t, endpoint, dynamotest.Faults{}) })
+	db, _ := clients(t)
+	table := dynamotest.NewTable(t, db, "lost-")
+	s := dynamo.New(db, table)
+	ctx := ctxT(t)
+
+	lose := func() dynamotest.FaultCounts {
+		return dynamotest.SetFaults(t, endpoint, dynamotest.Faults{LoseAnswers: 1, LoseAnswersTable: table})
+	}
+	before := lose()
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(item("p", "a", `{"n":1}`))}); err != nil {
+		t.Fatalf("create whose answer was lost = %v, want success", err)
+	}
+	lose()
+	if err := s.Commit(ctx, []store.Write{store.PutIfVersion(item("p", "a", `{"n":2}`), 1)}); err != nil {
+		t.Fatalf("compare-and-set whose answer was lost = %v, want success", err)
+	}
+	after := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{})
+	if got := after.LostAnswers - before.LostAnswers; got != 2 {
+		t.Fatalf("the emulator lost %d answers, want 2", got)
+	}
+	got, err := s.Get(ctx, store.Key{PK: "p", SK: "a"})
+	if err != nil || got.Version != 2 || string(got.Data) != `{"n":2}` {
+		t.Fatalf("Get = version %d %s, %v; want version 2 {\"n\":2}", got.Version, got.Data, err)
+	}
+	// Another writer's stale compare-and-set and create are still conflicts.
+	if err := s.Commit(ctx, []store.Write{store.PutIfVersion(item("p", "a", `{"n":3}`), 1)}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale compare-and-set = %v, want a conflict", err)
+	}
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(item("p", "a", `{"n":4}`))}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("create of an existing item = %v, want a conflict", err)
+	}
+	if got, _ := s.Get(ctx, store.Key{PK: "p", SK: "a"}); got.Version != 2 {
+		t.Fatalf("version %d after refused writes, want 2", got.Version)
+	}
+}

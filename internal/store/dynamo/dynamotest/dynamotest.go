@@ -326,6 +326,12 @@ type Faults struct {
 	// TransactionConflict is the fraction of TransactWriteItems cancelled
 	// with a TransactionConflict reason.
 	TransactionConflict float64
+	// LoseAnswers makes the next LoseAnswers successful single-item writes
+	// (PutItem, UpdateItem, DeleteItem) to the table LoseAnswersTable be
+	// applied and answered with HTTP 500 InternalServerError, which the SDK
+	// retries: a lost answer to a write DynamoDB did apply.
+	LoseAnswers      int
+	LoseAnswersTable string
 	// Seed seeds the emulator's random choices; zero leaves them as they are.
 	Seed int64
 }
@@ -335,6 +341,7 @@ type FaultCounts struct {
 	Throttled       int `json:"throttled"`
 	Conflicts       int `json:"conflicts"`
 	HiddenFromIndex int `json:"hiddenFromIndex"`
+	LostAnswers     int `json:"lostAnswers"`
 }
 
 // DefaultFaults are the faults the AWS-mode tests run with: GSIs 2 s
@@ -356,8 +363,9 @@ func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
 // PostFaults is SetFaults for callers without a testing.TB (the campaign).
 // It returns an error naming what failed.
 func PostFaults(endpoint string, f Faults) (FaultCounts, error) {
-	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"seed":%d}`,
-		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.Seed)
+	table, _ := json.Marshal(f.LoseAnswersTable)
+	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"loseAnswers":%d,"loseAnswersTable":%s,"seed":%d}`,
+		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.LoseAnswers, table, f.Seed)
 	res, err := http.Post(endpoint+"/_clockwork/faults", "application/json", strings.NewReader(body))
 	if err != nil {
 		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %w", err)
