@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/console"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
@@ -92,6 +93,7 @@ func TestGenerateEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcpapi.Mount(rt.API()) // as functions/api does
+	rt.API().Console = console.Assets{}
 	proxy := httpadapter.NewV2(rt.HTTP())
 	for _, f := range apiFiles {
 		var req events.APIGatewayV2HTTPRequest
@@ -582,6 +584,11 @@ func apiEvents(t testing.TB) []apiEvent {
 		{file: "16-mcp-tools-call.json", status: 200, method: "POST", route: "/mcp", headers: map[string]string{"accept": "application/json, text/event-stream"},
 			body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "get_expectation",
 				"arguments": map[string]any{"agentId": AgentID, "expectationId": Scheduled}}}},
+		// The web console: public routes, no token (the page signs in itself).
+		{file: "17-console-page.json", status: 200, method: "GET", route: "/console", noAuth: true,
+			headers: map[string]string{"accept": "text/html,application/xhtml+xml"}},
+		{file: "18-console-asset.json", status: 200, method: "GET", route: "/console/{asset}", noAuth: true,
+			params: map[string]string{"asset": "app.js"}, headers: map[string]string{"accept": "*/*"}},
 	}
 }
 
