@@ -54,6 +54,7 @@ var (
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	blockProfile = flag.String("blockprofile", "", "write a blocking profile of the whole run here")
 	ops          = flag.String("ops", "raise,fact,event", "operations of the throughput table, comma-separated: raise, fact, event (without raise, facts satisfy a pool raised before their phase)")
+	bulkPace     = flag.Int("bulk-pace", 0, "raise the fact-cost and lapse phases' bulk expectations at most this many ahead of the change feed, waiting for it to drain (0: as fast as the server takes them)")
 	factProfile  = flag.String("factcost-cpuprofile", "", "write a CPU profile of each fact-cost measurement's facts here (suffixed with .s and .L)")
 	serverCPU    = flag.String("server-cpuprofile", "", "write a CPU profile of the clockwork server child of the throughput table here")
 )
@@ -311,17 +312,34 @@ func (r *runner) phaseEach(name string, mk func() func() int) stats {
 	return stats{p50: pct(lat, 50), p99: pct(lat, 99), n: len(lat), rate: rate}
 }
 
-// bulkRaise raises n expectations in batches of 50.
+// bulkRaise raises n expectations in batches of 50, with -bulk-pace
+// (if set) at most that many ahead of the change feed.
 func (r *runner) bulkRaise(prefix string, n int, due string) {
+	if *bulkPace > 0 {
+		// Never more than -bulk-pace ahead of the change feed.
+		for from := 0; from < n; from += *bulkPace {
+			r.bulkRaiseRange(prefix, from, min(n, from+*bulkPace), due)
+			for r.drained != nil && !r.drained() {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		return
+	}
+	r.bulkRaiseRange(prefix, 0, n, due)
+}
+
+// bulkRaiseRange raises <prefix>-from up to (not including) <prefix>-to,
+// 50 per request, from -c connections.
+func (r *runner) bulkRaiseRange(prefix string, from, to int, due string) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, *concurrency)
-	for i := 0; i < n; i += 50 {
+	for i := from; i < to; i += 50 {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			cnt := min(50, n-i)
+			cnt := min(50, to-i)
 			if _, err := r.c.Raise(context.Background(), "load", raiseBody(prefix, int64(i), cnt, due)); err != nil {
 				fail(fmt.Errorf("bulk raise: %w", err))
 			}
