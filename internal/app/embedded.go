@@ -87,6 +87,12 @@ type Config struct {
 	Metrics metrics.Recorder
 }
 
+// FeedLagLimit is the change-feed backlog (unacknowledged changes) beyond
+// which the embedded store slows committers down (bolt.Options.FeedLagLimit):
+// about 3 MB of changes, whose pages stay on the store's free list once the
+// feed has caught up, and which every later commit writes with that list.
+const FeedLagLimit = 5000
+
 // App is a running embedded runtime.
 type App struct {
 	Store   *bolt.Store
@@ -126,7 +132,8 @@ func Start(cfg Config) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := bolt.Open(filepath.Join(cfg.DataDir, "clockwork.db"), bolt.Options{NoSync: cfg.NoSync, Timeout: 5 * time.Second})
+	st, err := bolt.Open(filepath.Join(cfg.DataDir, "clockwork.db"), bolt.Options{NoSync: cfg.NoSync, Timeout: 5 * time.Second,
+		FeedLagLimit: FeedLagLimit})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

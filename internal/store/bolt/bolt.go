@@ -104,7 +104,24 @@ type Options struct {
 	// raise throughput under many concurrent committers and add latency to
 	// a lone committer.
 	MaxBatchDelay time.Duration
+	// FeedLagLimit, when positive, slows committers down while the change
+	// feed holds more than this many unacknowledged changes: each Commit
+	// first waits, per write, in proportion to the excess (MaxFeedStall per
+	// write at twice the limit, MaxCommitStall at most). A consumer that
+	// falls behind (a bulk load) then catches up instead of leaving a
+	// backlog whose pages stay on the free list, which every later commit
+	// writes; a consumer that stops (a change it keeps retrying) slows
+	// commits down but never blocks them. Zero: off (a store without a feed
+	// consumer).
+	FeedLagLimit int
 }
+
+// MaxFeedStall bounds the wait FeedLagLimit adds to a Commit per write, and
+// MaxCommitStall the wait of one Commit.
+const (
+	MaxFeedStall   = 10 * time.Millisecond
+	MaxCommitStall = time.Second
+)
 
 // Store is the bbolt adapter. It implements store.Store and
 // store.FeedReader, and is safe for concurrent use.
@@ -121,6 +138,11 @@ type Store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	// The change feed's length for FeedLagLimit: the last sequence
+	// appended and the last acknowledged, kept by the writer.
+	lagLimit           int
+	appended, ackedSeq atomic.Uint64
 }
 
 var (
@@ -181,7 +203,18 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	st := &Store{db: db, signal: make(chan struct{}, 1), kick: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	st := &Store{db: db, signal: make(chan struct{}, 1), kick: make(chan struct{}, 1), writerDone: make(chan struct{}),
+		lagLimit: opts.FeedLagLimit}
+	_ = db.View(func(tx *bbolt.Tx) error {
+		feed := tx.Bucket(bucketFeed)
+		last := feed.Sequence()
+		st.appended.Store(last)
+		st.ackedSeq.Store(last)
+		if k, _ := feed.Cursor().First(); len(k) == 8 {
+			st.ackedSeq.Store(binary.BigEndian.Uint64(k) - 1)
+		}
+		return nil
+	})
 	go st.writer()
 	return st, nil
 }
@@ -408,6 +441,15 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	if err != nil {
 		return err
 	}
+	if d := s.feedStall(len(ops)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 	req := &commitReq{ops: ops, done: make(chan struct{})}
 	s.enqueue(req)
 	<-req.done
@@ -487,7 +529,9 @@ func (s *Store) writeGroups() {
 		}
 		s.groupMu.Unlock()
 		at := time.Now() // the commit time its changes carry (feed lag)
+		var appended uint64
 		err := s.db.Update(func(tx *bbolt.Tx) error {
+			defer func() { appended = tx.Bucket(bucketFeed).Sequence() }()
 			for _, r := range group {
 				if r.ackUpTo != nil {
 					if r.err = ackFeed(tx, r.ackUpTo); r.err != nil {
@@ -505,6 +549,16 @@ func (s *Store) writeGroups() {
 			}
 			return nil
 		})
+		if err == nil {
+			s.appended.Store(appended)
+			for _, r := range group {
+				if r.ackUpTo != nil && r.err == nil {
+					if seq := binary.BigEndian.Uint64(r.ackUpTo); seq > s.ackedSeq.Load() {
+						s.ackedSeq.Store(seq)
+					}
+				}
+			}
+		}
 		for _, r := range group {
 			if err != nil {
 				var ce *store.ConflictError
@@ -518,6 +572,28 @@ func (s *Store) writeGroups() {
 			close(r.done)
 		}
 	}
+}
+
+// feedStall returns how long a Commit of n writes waits before it is
+// queued: zero unless Options.FeedLagLimit is set and the feed holds more
+// than that many unacknowledged changes, then, per write, in proportion to
+// the excess (MaxFeedStall at twice the limit and beyond), at most
+// MaxCommitStall in all. Per write, so that a commit of many changes (a bulk
+// raise of 50 expectations makes 150) waits for what it adds to the feed.
+func (s *Store) feedStall(n int) time.Duration {
+	if s.lagLimit <= 0 {
+		return 0
+	}
+	appended, acked := s.appended.Load(), s.ackedSeq.Load()
+	if appended <= acked {
+		return 0
+	}
+	excess := int64(appended-acked) - int64(s.lagLimit)
+	if excess <= 0 {
+		return 0
+	}
+	perWrite := min(MaxFeedStall, time.Duration(excess)*MaxFeedStall/time.Duration(s.lagLimit))
+	return min(MaxCommitStall, perWrite*time.Duration(max(n, 1)))
 }
 
 // maxGatherYields bounds the yields of one gather.

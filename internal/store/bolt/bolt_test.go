@@ -573,3 +573,85 @@ func TestOpenRefusesOldLayout(t *testing.T) {
 func BenchmarkCommit(b *testing.B) {
 	storetest.BenchCommit(b, func(b *testing.B) store.Store { return openTest(b, filepath.Join(b.TempDir(), "store.db"), Options{}) })
 }
+
+// TestFeedStall checks the wait FeedLagLimit puts before a commit: none
+// within the limit, in proportion to the excess beyond it, MaxFeedStall per
+// write at twice the limit and beyond, MaxCommitStall at most, none again
+// once the feed is acknowledged, the backlog counted again at open, and
+// none without a limit.
+func TestFeedStall(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(path, Options{NoSync: true, FeedLagLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(i int) {
+		t.Helper()
+		it := store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("%03d", i)}, Type: "t", Data: []byte(`{}`)}
+		if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(it)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		put(i)
+	}
+	if d := s.feedStall(1); d != 0 {
+		t.Fatalf("stall at the limit (10 changes) = %v, want 0", d)
+	}
+	for i := 10; i < 15; i++ {
+		put(i)
+	}
+	if d := s.feedStall(1); d != MaxFeedStall/2 {
+		t.Fatalf("stall at 15 changes = %v, want %v", d, MaxFeedStall/2)
+	}
+	for i := 15; i < 40; i++ {
+		put(i)
+	}
+	if d := s.feedStall(1); d != MaxFeedStall {
+		t.Fatalf("stall at 40 changes = %v, want the cap %v", d, MaxFeedStall)
+	}
+	if d := s.feedStall(3); d != 3*MaxFeedStall {
+		t.Fatalf("stall of a commit of 3 writes at 40 changes = %v, want %v", d, 3*MaxFeedStall)
+	}
+	if d := s.feedStall(1000); d != MaxCommitStall {
+		t.Fatalf("stall of a commit of 1,000 writes = %v, want the cap %v", d, MaxCommitStall)
+	}
+	changes, err := s.ReadFeed(ctx, 25)
+	if err != nil || len(changes) != 25 {
+		t.Fatalf("ReadFeed = %d, %v", len(changes), err)
+	}
+	if err := s.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.feedStall(1); d != MaxFeedStall/2 {
+		t.Fatalf("stall with 15 unacknowledged = %v, want %v", d, MaxFeedStall/2)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, Options{NoSync: true, FeedLagLimit: 10})
+	if d := s.feedStall(1); d != MaxFeedStall/2 {
+		t.Fatalf("after reopening, stall = %v, want %v (15 unacknowledged)", d, MaxFeedStall/2)
+	}
+	changes, err = s.ReadFeed(ctx, 100)
+	if err != nil || len(changes) != 15 {
+		t.Fatalf("ReadFeed after reopening = %d, %v", len(changes), err)
+	}
+	if err := s.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.feedStall(1); d != 0 {
+		t.Fatalf("stall with the feed acknowledged = %v, want 0", d)
+	}
+	off := openTest(t, filepath.Join(t.TempDir(), "off.db"), Options{NoSync: true})
+	for i := 0; i < 30; i++ {
+		it := store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("%03d", i)}, Type: "t", Data: []byte(`{}`)}
+		if err := off.Commit(ctx, []store.Write{store.PutIfAbsent(it)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := off.feedStall(1); d != 0 {
+		t.Fatalf("stall without a limit = %v, want 0", d)
+	}
+}
