@@ -158,7 +158,8 @@ var (
 // list's pages in each commit (no extra fsync): 8 bytes per free page, and
 // a store that held a large change-feed backlog (a bulk load the feed fell
 // behind) keeps its pages free afterwards, 70,000 of them (560 KB per
-// commit) after raising 1,000,000 expectations in bulk. The list is kept as
+// commit) after raising 1,000,000 expectations in bulk without
+// Options.FeedLagLimit (317 with it). The list is kept as
 // bbolt's sorted array, which writes it by merging sorted runs, rather than
 // its hash map, which sorts every free span again at each commit (a fact
 // cost 3.3–3.6 ms of CPU instead of 7.5–11.7 ms at that size; the file format is
