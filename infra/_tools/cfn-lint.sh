@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # cfn-lint, pinned (infra/_tools/cfn-lint-requirements.txt), in a cached
-# virtualenv built once from PyPI, as localstack/dynamodb-emulator.sh builds
-# moto's.
+# virtualenv built once from PyPI by scripts/pyvenv.sh.
 #
 # Usage:
 #   infra/_tools/cfn-lint.sh install     build the virtualenv once
@@ -13,39 +12,15 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-requirements="$here/cfn-lint-requirements.txt"
-cache="${CLOCKWORK_CFNLINT_CACHE:-${HOME:-/tmp}/.cache/clockwork/cfn-lint}"
-python="${CLOCKWORK_PYTHON:-python3}"
 
-die() { echo "cfn-lint.sh: $*" >&2; exit 1; }
-
-venv_dir() {
-  command -v "$python" >/dev/null 2>&1 || die "$python not found (need Python 3.9+ with venv)"
-  local pyver key
-  pyver="$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3]); assert sys.version_info >= (3, 9)' 2>/dev/null)" \
-    || die "$python is not Python 3.9 or newer"
-  key="$( { cat "$requirements"; echo "$pyver"; command -v "$python"; } | sha256sum | cut -c1-12)"
-  echo "$cache/venv-$pyver-$key"
-}
-
-install() {
-  local venv
-  venv="$(venv_dir)"
-  [ -f "$venv/.complete" ] && return 0
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  flock -w 900 9 || die "timed out waiting for another install ($cache/.lock)"
-  if [ ! -f "$venv/.complete" ]; then
-    echo "cfn-lint.sh: installing $(cat "$requirements") into $venv (once)" >&2
-    rm -rf "$venv"
-    "$python" -m venv "$venv" >&2 || die "cannot create a virtualenv with $python"
-    "$venv/bin/pip" install --disable-pip-version-check --no-input -q -r "$requirements" >&2 || die "pip install failed"
-    touch "$venv/.complete"
-  fi
+# Install once (scripts/pyvenv.sh) and print the virtualenv's python.
+venv_python() {
+  CLOCKWORK_PYVENV_CACHE="${CLOCKWORK_CFNLINT_CACHE:-${HOME:-/tmp}/.cache/clockwork/cfn-lint}" \
+    bash "$here/../../scripts/pyvenv.sh" cfn-lint "$here/cfn-lint-requirements.txt" 3.9 'import cfnlint'
 }
 
 case "${1:-}" in
-  install) install ;;
-  run) shift; install; exec "$(venv_dir)/bin/cfn-lint" "$@" ;;
+  install) venv_python >/dev/null ;;
+  run) shift; python="$(venv_python)"; exec "$(dirname "$python")/cfn-lint" "$@" ;;
   *) echo "usage: $0 install | run ARGS..." >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -492,52 +493,48 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 	// Fetch what is neither staged nor known, several at a time (one
 	// alone, the common case, without a goroutine).
 	fetched := make([]*Item, len(hits))
-	var firstErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	toFetch := 0
-	for _, h := range hits {
-		if _, staged := tx.staged[h.key]; !staged {
-			toFetch++
+	fetch := func(i int) error {
+		it, err := tx.s.Get(ctx, hits[i].key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil
+		case err != nil:
+			return err
 		}
+		fetched[i] = &it
+		return nil
 	}
+	var todo []int
 	for i, h := range hits {
-		if _, staged := tx.staged[h.key]; staged {
-			continue
+		if _, staged := tx.staged[h.key]; !staged {
+			todo = append(todo, i)
 		}
-		if toFetch == 1 {
-			it, err := tx.s.Get(ctx, h.key)
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
-				return nil, err
-			default:
-				fetched[i] = &it
-			}
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			it, err := tx.s.Get(ctx, h.key)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
-				if firstErr == nil {
-					firstErr = err
-				}
-			default:
-				fetched[i] = &it
-			}
-		}()
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if len(todo) == 1 {
+		if err := fetch(todo[0]); err != nil {
+			return nil, err
+		}
+	} else {
+		var firstErr error
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, i := range todo {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := fetch(i); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return nil, firstErr
+		}
 	}
 	var out []Item
 	for i, h := range hits {

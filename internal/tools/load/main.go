@@ -318,34 +318,14 @@ func (r *runner) bulkRaise(prefix string, n int, due string) {
 	if *bulkPace > 0 {
 		// Never more than -bulk-pace ahead of the change feed.
 		for from := 0; from < n; from += *bulkPace {
-			r.bulkRaiseRange(prefix, from, min(n, from+*bulkPace), due)
+			raiseRange(r, prefix, int64(from), int64(min(n, from+*bulkPace)), due)
 			for r.drained != nil && !r.drained() {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
 		return
 	}
-	r.bulkRaiseRange(prefix, 0, n, due)
-}
-
-// bulkRaiseRange raises <prefix>-from up to (not including) <prefix>-to,
-// 50 per request, from -c connections.
-func (r *runner) bulkRaiseRange(prefix string, from, to int, due string) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, *concurrency)
-	for i := from; i < to; i += 50 {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cnt := min(50, to-i)
-			if _, err := r.c.Raise(context.Background(), "load", raiseBody(prefix, int64(i), cnt, due)); err != nil {
-				fail(fmt.Errorf("bulk raise: %w", err))
-			}
-		}(i)
-	}
-	wg.Wait()
+	raiseRange(r, prefix, 0, int64(n), due)
 }
 
 // factCost raises open expectations up to n under a fresh prefix and

@@ -112,7 +112,7 @@ func throughputTable(dir string) {
 			want = min(want, 4*raised)
 		}
 		if want > raised {
-			raiseRange(rw, raised+1, want, farDue)
+			raiseRange(rw, "r", raised+1, want+1, farDue)
 			pool.Store(want)
 			cw.waitFeed()
 		}
@@ -145,19 +145,19 @@ func throughputTable(dir string) {
 	printThroughputTable(rows, loadBefore, loadAverage())
 }
 
-// raiseRange raises the expectations r-from to r-to, 50 per request, from
-// -c connections.
-func raiseRange(r *runner, from, to int64, due string) {
+// raiseRange raises the expectations <prefix>-from up to (not including)
+// <prefix>-to, 50 per request, from -c connections.
+func raiseRange(r *runner, prefix string, from, to int64, due string) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, *concurrency)
-	for i := from; i <= to; i += 50 {
+	for i := from; i < to; i += 50 {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(i int64) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := r.c.Raise(context.Background(), "load", raiseBody("r", i, int(min(50, to-i+1)), due)); err != nil {
-				fail(fmt.Errorf("raise the fact pool: %w", err))
+			if _, err := r.c.Raise(context.Background(), "load", raiseBody(prefix, i, int(min(50, to-i)), due)); err != nil {
+				fail(fmt.Errorf("bulk raise: %w", err))
 			}
 		}(i)
 	}
