@@ -270,9 +270,9 @@ func status[T any](_ T, err error) int {
 }
 
 type stats struct {
-	p50, p99, mean time.Duration
-	n              int     // requests made
-	rate           float64 // requests per second
+	p50, p99, mean, max time.Duration
+	n                   int     // requests made
+	rate                float64 // requests per second
 }
 
 // phaseEach runs, from every connection, the operation mk returns for it
@@ -309,7 +309,7 @@ func (r *runner) phaseEach(name string, mk func() func() int) stats {
 	wg.Wait()
 	rate := float64(len(lat)) / duration.Seconds()
 	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, rate, pct(lat, 50), pct(lat, 99), pct(lat, 100), errors.Load())
-	return stats{p50: pct(lat, 50), p99: pct(lat, 99), n: len(lat), rate: rate}
+	return stats{p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100), n: len(lat), rate: rate}
 }
 
 // bulkRaise raises n expectations in batches of 50, with -bulk-pace

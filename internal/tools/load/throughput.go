@@ -48,16 +48,29 @@ func throughputTable(dir string) {
 	if _, err := rw.c.PutCard(ctx, "load", json.RawMessage(loadCard())); err != nil {
 		fail(fmt.Errorf("card: %w", err))
 	}
-	if err := declarePlans(rw); err != nil {
+	withWrk, why := useWrk()
+	plans := *concurrency // one per connection (Go) or per wrk thread's share
+	if withWrk {
+		// Four times as many plans as connections, so that two of a wrk
+		// thread's requests in flight seldom append to one plan.
+		plans = 4 * *concurrency
+	}
+	if err := declarePlans(rw, plans); err != nil {
 		fail(err)
 	}
+	generator := fmt.Sprintf("wrk, %d threads", wrkThreads())
+	if !withWrk {
+		generator = "the Go client (" + why + ")"
+	}
 	loadBefore := loadAverage()
-	fmt.Printf("throughput: %d cores, %d connections, %s per phase, durable commits (fsync before the answer); servers in child processes; load average %s\n",
-		runtime.NumCPU(), *concurrency, *duration, loadBefore)
+	fmt.Printf("throughput: %d cores, %d connections, %s per phase, durable commits (fsync before the answer); servers in child processes; load generator %s; load average %s\n",
+		runtime.NumCPU(), *concurrency, *duration, generator, loadBefore)
 
-	measure := func(c *child, r *runner, name string, mk func() func() int) measured {
+	// measure runs one phase against c and adds the server's CPU per
+	// request, the feed's work for the phase included.
+	measure := func(c *child, run func() stats) measured {
 		cpu0 := c.cpu()
-		s := r.phaseEach(name, mk)
+		s := run()
 		c.waitFeed()
 		m := measured{stats: s}
 		if s.n > 0 {
@@ -66,6 +79,26 @@ func throughputTable(dir string) {
 		return m
 	}
 	farDue := expect.FormatTime(time.Now().Add(240 * time.Hour))
+	var rows []throughputRow
+	if withWrk {
+		rows = wrkRows(ceiling, cw, rw, measure, farDue, plans)
+	} else {
+		rows = goRows(ceiling, cw, rc, rw, measure, farDue)
+	}
+	printThroughputTable(rows, loadBefore, loadAverage())
+}
+
+// measureFunc runs one phase against a child server and adds the server's
+// CPU per request.
+type measureFunc func(c *child, run func() stats) measured
+
+// goRows runs the table's phases through the public Go client, one
+// goroutine per connection.
+func goRows(ceiling, cw *child, rc, rw *runner, measure measureFunc, farDue string) []throughputRow {
+	ctx := context.Background()
+	phase := func(r *runner, name string, mk func() func() int) func() stats {
+		return func() stats { return r.phaseEach(name, mk) }
+	}
 	var rows []throughputRow
 
 	// Raises, one expectation per request.
@@ -79,8 +112,8 @@ func throughputTable(dir string) {
 	}
 	if wantOp("raise") {
 		row := throughputRow{name: "raise (1 expectation)"}
-		row.ceiling = measure(ceiling, rc, "ceiling, raise body", raise(rc, &cseq))
-		row.clockwork = measure(cw, rw, "raise (1 expectation per request)", raise(rw, &seq))
+		row.ceiling = measure(ceiling, phase(rc, "ceiling, raise body", raise(rc, &cseq)))
+		row.clockwork = measure(cw, phase(rw, "raise (1 expectation per request)", raise(rw, &seq)))
 		rows = append(rows, row)
 	}
 
@@ -106,7 +139,7 @@ func throughputTable(dir string) {
 	if wantOp("fact") {
 		var cfseq, fseq atomic.Int64
 		row := throughputRow{name: "fact (satisfies 1)"}
-		row.ceiling = measure(ceiling, rc, "ceiling, fact body", fact(rc, &cfseq))
+		row.ceiling = measure(ceiling, phase(rc, "ceiling, fact body", fact(rc, &cfseq)))
 		want := cfseq.Load()
 		if raised > 0 {
 			want = min(want, 4*raised)
@@ -116,7 +149,7 @@ func throughputTable(dir string) {
 			pool.Store(want)
 			cw.waitFeed()
 		}
-		row.clockwork = measure(cw, rw, "fact (satisfies 1 expectation)", fact(rw, &fseq))
+		row.clockwork = measure(cw, phase(rw, "fact (satisfies 1 expectation)", fact(rw, &fseq)))
 		rows = append(rows, row)
 		if f, p := fseq.Load(), pool.Load(); f > p {
 			fmt.Printf("  (%d of the %d facts matched nothing: more facts than open expectations)\n", f-p, f)
@@ -137,12 +170,11 @@ func throughputTable(dir string) {
 	}
 	if wantOp("event") {
 		row := throughputRow{name: "execution event"}
-		row.ceiling = measure(ceiling, rc, "ceiling, event body", event(rc))
-		row.clockwork = measure(cw, rw, "execution event (TOOL_REQUEST)", event(rw))
+		row.ceiling = measure(ceiling, phase(rc, "ceiling, event body", event(rc)))
+		row.clockwork = measure(cw, phase(rw, "execution event (TOOL_REQUEST)", event(rw)))
 		rows = append(rows, row)
 	}
-
-	printThroughputTable(rows, loadBefore, loadAverage())
+	return rows
 }
 
 // raiseRange raises the expectations <prefix>-from up to (not including)
@@ -219,15 +251,15 @@ func loadCard() string {
 	return fmt.Sprintf(`{"name":"load","description":"load agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI)
 }
 
-// declarePlans declares one ANTICIPATE (the seed's, renamed) per
-// connection, binding plan-load-<c>, so each connection writes its own
-// plan's chain.
-func declarePlans(r *runner) error {
+// declarePlans declares n ANTICIPATEs (the seed's, renamed), binding
+// plan-load-0 to plan-load-<n-1>, so that each connection (or each wrk
+// thread) writes its own plans' chains.
+func declarePlans(r *runner, n int) error {
 	seed, err := os.ReadFile(*seedPath)
 	if err != nil {
 		return fmt.Errorf("-seed: %w", err)
 	}
-	for c := 0; c < *concurrency; c++ {
+	for c := range n {
 		var m map[string]any
 		if err := json.Unmarshal(seed, &m); err != nil {
 			return fmt.Errorf("-seed: %w", err)
