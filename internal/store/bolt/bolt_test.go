@@ -655,3 +655,33 @@ func TestFeedStall(t *testing.T) {
 		t.Fatalf("stall without a limit = %v, want 0", d)
 	}
 }
+
+// BenchmarkAckFeed acknowledges a backlog of 5,000 changes in one call, as
+// the feed does after falling behind a bulk load.
+func BenchmarkAckFeed(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b, filepath.Join(b.TempDir(), "ack.db"), Options{NoSync: true})
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		var writes []store.Write
+		for range 5000 {
+			n++
+			writes = append(writes, store.PutIfAbsent(store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("%09d", n)}, Type: "t", Data: []byte(`{}`)}))
+			if len(writes) == 100 {
+				if err := s.Commit(ctx, writes); err != nil {
+					b.Fatal(err)
+				}
+				writes = nil
+			}
+		}
+		changes, err := s.ReadFeed(ctx, 10000)
+		if err != nil || len(changes) != 5000 {
+			b.Fatalf("ReadFeed = %d, %v", len(changes), err)
+		}
+		b.StartTimer()
+		if err := s.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
