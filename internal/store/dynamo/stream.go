@@ -37,15 +37,7 @@ const (
 // NEW_AND_OLD_IMAGES), or holds an image that is not an item of the
 // adapter's layout.
 func ChangeFromStreamRecord(rec events.DynamoDBEventRecord) (store.Change, error) {
-	keys, err := fromEventImage(rec.Change.Keys)
-	if err != nil {
-		return store.Change{}, err
-	}
-	oldImg, err := fromEventImage(rec.Change.OldImage)
-	if err != nil {
-		return store.Change{}, err
-	}
-	newImg, err := fromEventImage(rec.Change.NewImage)
+	keys, oldImg, newImg, err := convertImages(fromEventAV, rec.Change.Keys, rec.Change.OldImage, rec.Change.NewImage)
 	if err != nil {
 		return store.Change{}, err
 	}
@@ -63,15 +55,7 @@ func ChangeFromRecord(rec streamtypes.Record) (store.Change, error) {
 	if rec.Dynamodb == nil {
 		return store.Change{}, corruptf("stream record has no dynamodb body")
 	}
-	keys, err := fromStreamImage(rec.Dynamodb.Keys)
-	if err != nil {
-		return store.Change{}, err
-	}
-	oldImg, err := fromStreamImage(rec.Dynamodb.OldImage)
-	if err != nil {
-		return store.Change{}, err
-	}
-	newImg, err := fromStreamImage(rec.Dynamodb.NewImage)
+	keys, oldImg, newImg, err := convertImages(fromStreamAV, rec.Dynamodb.Keys, rec.Dynamodb.OldImage, rec.Dynamodb.NewImage)
 	if err != nil {
 		return store.Change{}, err
 	}
@@ -133,20 +117,66 @@ func changeFromImages(seq, event string, keys, oldImg, newImg map[string]types.A
 	return ch, nil
 }
 
-// fromEventImage converts a Lambda image into SDK attribute values.
-func fromEventImage(m map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+// Lambda's events package and the DynamoDB Streams client each have their
+// own attribute value types, identical in content to the DynamoDB client's;
+// fromEventAV and fromStreamAV convert one value of each, and the generic
+// helpers below the images and lists made of them.
+
+// convertImages converts a record's key, old and new images with conv.
+func convertImages[V any](conv func(V) (types.AttributeValue, error), keys, old, new map[string]V) (k, o, n map[string]types.AttributeValue, err error) {
+	if k, err = convertImage(keys, conv); err != nil {
+		return nil, nil, nil, err
+	}
+	if o, err = convertImage(old, conv); err != nil {
+		return nil, nil, nil, err
+	}
+	if n, err = convertImage(new, conv); err != nil {
+		return nil, nil, nil, err
+	}
+	return k, o, n, nil
+}
+
+// convertImage converts an image (nil when it is empty) with conv, naming
+// the attribute whose value does not convert.
+func convertImage[V any](m map[string]V, conv func(V) (types.AttributeValue, error)) (map[string]types.AttributeValue, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]types.AttributeValue, len(m))
 	for name, v := range m {
-		av, err := fromEventAV(v)
+		av, err := conv(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", name, err)
 		}
 		out[name] = av
 	}
 	return out, nil
+}
+
+// convertList converts a list attribute's values with conv.
+func convertList[V any](l []V, conv func(V) (types.AttributeValue, error)) (types.AttributeValue, error) {
+	out := make([]types.AttributeValue, len(l))
+	for i, e := range l {
+		av, err := conv(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = av
+	}
+	return &types.AttributeValueMemberL{Value: out}, nil
+}
+
+// convertMap converts a map attribute's values with conv (an empty map
+// stays a map).
+func convertMap[V any](m map[string]V, conv func(V) (types.AttributeValue, error)) (types.AttributeValue, error) {
+	out, err := convertImage(m, conv)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = map[string]types.AttributeValue{}
+	}
+	return &types.AttributeValueMemberM{Value: out}, nil
 }
 
 // fromEventAV converts one Lambda attribute value. The events package's
@@ -171,47 +201,15 @@ func fromEventAV(v events.DynamoDBAttributeValue) (types.AttributeValue, error) 
 	case events.DataTypeBinarySet:
 		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
 	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, len(l))
-		for i, e := range l {
-			av, err := fromEventAV(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = av
-		}
-		return &types.AttributeValueMemberL{Value: out}, nil
+		return convertList(v.List(), fromEventAV)
 	case events.DataTypeMap:
-		m, err := fromEventImage(v.Map())
-		if err != nil {
-			return nil, err
-		}
-		if m == nil {
-			m = map[string]types.AttributeValue{}
-		}
-		return &types.AttributeValueMemberM{Value: m}, nil
+		return convertMap(v.Map(), fromEventAV)
 	default:
 		return nil, corruptf("unknown attribute data type %v", v.DataType())
 	}
 }
 
-// fromStreamImage converts a DynamoDB Streams image into DynamoDB attribute
-// values (the two SDK clients have distinct but identical types).
-func fromStreamImage(m map[string]streamtypes.AttributeValue) (map[string]types.AttributeValue, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for name, v := range m {
-		av, err := fromStreamAV(v)
-		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", name, err)
-		}
-		out[name] = av
-	}
-	return out, nil
-}
-
+// fromStreamAV converts one DynamoDB Streams attribute value.
 func fromStreamAV(v streamtypes.AttributeValue) (types.AttributeValue, error) {
 	switch v := v.(type) {
 	case *streamtypes.AttributeValueMemberS:
@@ -231,24 +229,9 @@ func fromStreamAV(v streamtypes.AttributeValue) (types.AttributeValue, error) {
 	case *streamtypes.AttributeValueMemberBS:
 		return &types.AttributeValueMemberBS{Value: v.Value}, nil
 	case *streamtypes.AttributeValueMemberL:
-		out := make([]types.AttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			av, err := fromStreamAV(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = av
-		}
-		return &types.AttributeValueMemberL{Value: out}, nil
+		return convertList(v.Value, fromStreamAV)
 	case *streamtypes.AttributeValueMemberM:
-		m, err := fromStreamImage(v.Value)
-		if err != nil {
-			return nil, err
-		}
-		if m == nil {
-			m = map[string]types.AttributeValue{}
-		}
-		return &types.AttributeValueMemberM{Value: m}, nil
+		return convertMap(v.Value, fromStreamAV)
 	default:
 		return nil, corruptf("unknown attribute value %T", v)
 	}
