@@ -1,0 +1,200 @@
+package watcher
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// txState caches the records one transaction has read or changed, so that
+// every rule sees the latest version of each record.
+type txState struct {
+	ctx     context.Context
+	tx      *store.Tx
+	agent   string
+	records map[string]*expect.Record
+	// orig holds each record as first read (nil: there was none), to
+	// count the transitions of the commit.
+	orig     map[string]*expect.Record
+	subjects map[expect.Subject]*expect.SubjectRecord
+	dirty    []string
+	dirtySub []expect.Subject
+}
+
+func newTxState(ctx context.Context, tx *store.Tx, agent string) *txState {
+	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{}}
+}
+
+// record returns the record with id, or nil when there is none.
+func (st *txState) record(id string) (*expect.Record, error) {
+	if r, ok := st.records[id]; ok {
+		return r, nil
+	}
+	it, ok, err := st.tx.Get(st.ctx, ExpectationKey(st.agent, id))
+	if err != nil || !ok {
+		st.records[id] = nil
+		return nil, err
+	}
+	r, err := DecodeRecord(it)
+	if err != nil {
+		return nil, err
+	}
+	st.records[id], st.orig[id] = r, r
+	return r, nil
+}
+
+// adopt takes a record read by a query, unless a newer one is cached.
+func (st *txState) adopt(it store.Item) (*expect.Record, error) {
+	r, err := DecodeRecord(it)
+	if err != nil {
+		return nil, err
+	}
+	id := r.Expectation.ExpectationID
+	if cached, ok := st.records[id]; ok && cached != nil {
+		return cached, nil
+	}
+	st.tx.Track(it)
+	st.records[id], st.orig[id] = r, r
+	return r, nil
+}
+
+func (st *txState) set(r *expect.Record) {
+	id := r.Expectation.ExpectationID
+	st.records[id] = r
+	if !slices.Contains(st.dirty, id) {
+		st.dirty = append(st.dirty, id)
+	}
+}
+
+func (st *txState) subject(sub expect.Subject) (*expect.SubjectRecord, error) {
+	if r, ok := st.subjects[sub]; ok {
+		return r, nil
+	}
+	it, ok, err := st.tx.Get(st.ctx, SubjectKey(st.agent, sub))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		r := &expect.SubjectRecord{AgentID: st.agent, Subject: sub}
+		st.subjects[sub] = r
+		return r, nil
+	}
+	r, err := decodeSubject(it)
+	if err != nil {
+		return nil, err
+	}
+	st.subjects[sub] = r
+	return r, nil
+}
+
+func (st *txState) setSubject(r *expect.SubjectRecord) {
+	st.subjects[r.Subject] = r
+	if !slices.Contains(st.dirtySub, r.Subject) {
+		st.dirtySub = append(st.dirtySub, r.Subject)
+	}
+}
+
+// writes returns how many records and subjects staging would write (their
+// lookup entries aside, which store.Update fits around them).
+func (st *txState) writes() int { return len(st.dirty) + len(st.dirtySub) }
+
+// stage puts every changed record and subject into the transaction.
+func (st *txState) stage() error {
+	for _, id := range st.dirty {
+		it, err := recordItem(st.records[id])
+		if err != nil {
+			return err
+		}
+		st.tx.Put(it)
+	}
+	for _, sub := range st.dirtySub {
+		it, err := subjectItem(st.subjects[sub])
+		if err != nil {
+			return err
+		}
+		st.tx.Put(it)
+	}
+	return nil
+}
+
+// lookup reads the records with key pk in a lookup index, consistently
+// (every commit before it is seen), each tracked for a compare-and-set.
+func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, error) {
+	items, err := st.tx.Lookup(st.ctx, name, pk)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*expect.Record, 0, len(items))
+	for _, it := range items {
+		r, err := st.adopt(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// update runs fn in one read-modify-write of agent's records (store.Update:
+// fn may run again on a conflict) and, once the commit has succeeded,
+// counts the transitions that commit made.
+func (s *Service) update(ctx context.Context, agent string, fn func(st *txState) error) error {
+	var last *txState
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		last = newTxState(ctx, tx, agent)
+		return fn(last)
+	})
+	if err == nil && last != nil {
+		s.count(last, s.now())
+	}
+	return err
+}
+
+// count records the transitions of a committed transaction: each changed
+// record against the record as first read.
+func (s *Service) count(st *txState, committed time.Time) {
+	for _, id := range st.dirty {
+		old, nr := st.orig[id], st.records[id]
+		if nr == nil {
+			continue
+		}
+		if old == nil {
+			s.metrics.Record(metrics.ExpectationsRaised, 1)
+		}
+		if nr.SatisfiedBy != nil && (old == nil || old.SatisfiedBy == nil) {
+			timing := metrics.OnTime
+			if nr.Late {
+				timing = metrics.Late
+			}
+			s.metrics.Record(metrics.ExpectationsSatisfied, 1, timing)
+		}
+		if nr.Lapse != nil && (old == nil || old.Lapse == nil) {
+			kind := string(nr.Lapse.Lapse)
+			s.metrics.Record(metrics.ExpectationsLapsed, 1, kind)
+			if at, ok := lapseInstant(nr); ok {
+				s.metrics.Record(metrics.LapseLateness, committed.Sub(at).Seconds(), kind)
+			}
+		}
+		if nr.State == expect.StateWithdrawn && (old == nil || old.State != expect.StateWithdrawn) {
+			s.metrics.Record(metrics.ExpectationsWithdrawn, 1)
+		}
+	}
+}
+
+// lapseInstant returns the instant that decided a lapse: the grace end of
+// an overdue one, the horizon of a stalled one. A skipped lapse has none
+// (it is decided by another expectation's satisfaction).
+func lapseInstant(r *expect.Record) (time.Time, bool) {
+	switch r.Lapse.Lapse {
+	case expect.Overdue:
+		return r.GraceEnd(), true
+	case expect.Stalled:
+		t, err := expect.ParseTime(r.Expectation.Horizon)
+		return t, err == nil
+	}
+	return time.Time{}, false
+}
