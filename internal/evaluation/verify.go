@@ -1,0 +1,301 @@
+package evaluation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/assertion"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// compiled returns the validated, compiled ANTICIPATE of a record, cached
+// by digest (assertions are compiled once and reused).
+func (s *Service) compiled(rec *AnticipationRecord) (*anticipate.Anticipation, error) {
+	s.progMu.Lock()
+	a, ok := s.programs[rec.Digest]
+	s.progMu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := anticipate.Validate(rec.Anticipation)
+	if err != nil {
+		return nil, fmt.Errorf("stored anticipation %s no longer validates: %w", rec.AnticipateID, err)
+	}
+	s.progMu.Lock()
+	if len(s.programs) > 4096 {
+		clear(s.programs)
+	}
+	s.programs[rec.Digest] = a
+	s.progMu.Unlock()
+	return a, nil
+}
+
+// watcherEnv adapts the watcher reader to one agent for the assertions.
+type watcherEnv struct {
+	ctx   context.Context
+	r     WatcherReader
+	agent string
+}
+
+func (w watcherEnv) ExpectationState(id string) (string, bool) {
+	st, ok, err := w.r.ExpectationState(w.ctx, w.agent, id)
+	return st, ok && err == nil
+}
+
+func (w watcherEnv) LapseCount(kind string) int {
+	n, _ := w.r.LapseCount(w.ctx, w.agent, kind)
+	return n
+}
+
+// Verify grades a completed plan against every ANTICIPATE it sealed and
+// stores one VERIFY per anticipation. It is idempotent: a VERIFY that
+// exists already is left as it is, so a replayed feed record produces no
+// second VERIFY.
+func (s *Service) Verify(ctx context.Context, planID string) error {
+	ex, err := s.Execution(ctx, planID)
+	if errs.Is(err, errs.NotFound) {
+		return nil // a replayed record of an execution no longer stored
+	}
+	if err != nil {
+		return err
+	}
+	if !ex.Completed {
+		return nil
+	}
+	for _, antID := range ex.Bound {
+		it, err := s.store.Get(ctx, anticipationKey(antID))
+		if err != nil {
+			return wrap(err)
+		}
+		rec, err := decode[AnticipationRecord](it)
+		if err != nil {
+			return wrap(err)
+		}
+		vid := anticipate.VerificationIDFor(rec.Digest, planID)
+		if _, err := s.store.Get(ctx, verificationKey(vid)); err == nil {
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return wrap(err)
+		}
+		a, err := s.compiled(rec)
+		if err != nil {
+			return err
+		}
+		var w assertion.Watcher
+		if s.watcher != nil {
+			w = watcherEnv{ctx: ctx, r: s.watcher, agent: a.AgentID}
+		}
+		env := ex.Aggregate.Env(w)
+		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
+		vr := &VerificationRecord{}
+		if s.judge != nil {
+			for _, jr := range anticipate.JudgeRequests(v, a, env) {
+				resp, err := s.judge.Judge(ctx, jr)
+				if err != nil {
+					if vr.JudgeErrors == nil {
+						vr.JudgeErrors = map[string]string{}
+					}
+					vr.JudgeErrors[jr.CriterionID] = err.Error()
+					continue
+				}
+				gradedBy := resp.GradedBy
+				if gradedBy == "" {
+					gradedBy = "model:judge"
+				}
+				nv, err := anticipate.ApplyCriterionGrade(v, a.GradingPolicy, jr.CriterionID,
+					anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
+				if errs.Is(err, errs.Invalid) {
+					// A grade the domain refuses (e.g. a graded_by past its
+					// bound) leaves the criterion pending, like any judge
+					// failure, rather than stopping the VERIFY.
+					if vr.JudgeErrors == nil {
+						vr.JudgeErrors = map[string]string{}
+					}
+					vr.JudgeErrors[jr.CriterionID] = "the judge's grade was refused: " + err.Error()
+					continue
+				}
+				if err != nil {
+					return wrap(err)
+				}
+				v = nv
+			}
+		} else if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
+			vr.JudgeErrors = map[string]string{}
+			for _, jr := range pending {
+				vr.JudgeErrors[jr.CriterionID] = "no model judge is configured"
+			}
+		}
+		annotatePending(&v, vr.JudgeErrors)
+		if err := s.seal(&v); err != nil {
+			return wrap(err)
+		}
+		vr.Verification = v
+		item, err := mkItem(verificationKey(vid), TypeVerification, vr, map[store.IndexName]store.IndexKey{
+			store.GSI1: {PK: byAnticipationPK(antID), SK: esc(vid)},
+		})
+		if err != nil {
+			return wrap(err)
+		}
+		err = s.store.Commit(ctx, []store.Write{store.PutIfAbsent(item)})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return wrap(err)
+		}
+		if err == nil { // a conflict: another run created it first
+			s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
+		}
+	}
+	return nil
+}
+
+// annotatePending puts the judge's failure reason in the evidence of each
+// criterion it left pending.
+func annotatePending(v *anticipate.Verification, reasons map[string]string) {
+	for i := range v.Results {
+		r := &v.Results[i]
+		if reason, ok := reasons[r.CriterionID]; ok && r.Status == anticipate.StatusPending {
+			r.Evidence = "pending: " + reason
+		}
+	}
+}
+
+// seal signs (when the server has a key) and then seals v, so that
+// d_dna_signature covers server_signature: the seed's rule holds on the
+// VERIFY as returned. Every change to a VERIFY (grading, a grade) ends here.
+func (s *Service) seal(v *anticipate.Verification) error {
+	if s.key != nil {
+		return anticipate.SignEd25519(v, s.key)
+	}
+	return anticipate.Seal(v)
+}
+
+// Verification returns one VERIFY, or NotFound.
+func (s *Service) Verification(ctx context.Context, id string, may Authorizer) (*VerificationRecord, error) {
+	it, err := s.store.Get(ctx, verificationKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.E(errs.NotFound, "no verification %q", id)
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	vr, err := decode[VerificationRecord](it)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if !may(vr.Verification.AgentID) {
+		return nil, forbidden(vr.Verification.AgentID)
+	}
+	return vr, nil
+}
+
+// Verifications lists the VERIFY messages of one anticipation.
+func (s *Service) Verifications(ctx context.Context, antID string, may Authorizer) ([]anticipate.Verification, error) {
+	if _, err := s.Anticipation(ctx, antID, may); err != nil {
+		return nil, err
+	}
+	out := []anticipate.Verification{}
+	q := store.Query{Index: store.GSI1, PK: byAnticipationPK(antID), Limit: 1000}
+	for {
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		for _, it := range p.Items {
+			vr, err := decode[VerificationRecord](it)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			out = append(out, vr.Verification)
+		}
+		if p.Next == "" {
+			return out, nil
+		}
+		q.After = p.Next
+	}
+}
+
+// SubmitGrade records a HEURISTIC or HUMAN grade on a VERIFY and recomputes
+// its verdict. Errors: NotFound; Forbidden; Invalid for an unknown
+// criterion or a score outside [0,1]; Conflict for a criterion already
+// graded or a final verdict.
+func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, score float64, rationale, gradedBy string, may Authorizer) (anticipate.Verification, error) {
+	var out anticipate.Verification
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, verificationKey(vid))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errs.E(errs.NotFound, "no verification %q", vid)
+		}
+		vr, err := decode[VerificationRecord](it)
+		if err != nil {
+			return err
+		}
+		if !may(vr.Verification.AgentID) {
+			return forbidden(vr.Verification.AgentID)
+		}
+		ait, ok, err := tx.Get(ctx, anticipationKey(vr.Verification.AnticipationID))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("anticipation %s of verification %s is missing", vr.Verification.AnticipationID, vid)
+		}
+		rec, err := decode[AnticipationRecord](ait)
+		if err != nil {
+			return err
+		}
+		a, err := s.compiled(rec)
+		if err != nil {
+			return err
+		}
+		v, err := anticipate.ApplyGrade(vr.Verification, a.GradingPolicy, criterionID, score, rationale, gradedBy, s.now())
+		if err != nil {
+			return err
+		}
+		delete(vr.JudgeErrors, criterionID)
+		if err := s.seal(&v); err != nil {
+			return err
+		}
+		vr.Verification = v
+		item, err := mkItem(verificationKey(vid), TypeVerification, vr, it.Index)
+		if err != nil {
+			return err
+		}
+		tx.Put(item)
+		out = v
+		return nil
+	})
+	if err == nil {
+		s.metrics.Record(metrics.Grades, 1, string(out.Verdict))
+	}
+	return out, wrap(err)
+}
+
+// HandleChange runs VERIFY when an execution's PLAN_COMPLETE is committed
+// (the change-feed handler for execution records). It is idempotent.
+func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
+	if ch.New == nil {
+		return nil
+	}
+	// Only whether the execution completed, and its plan: decoding these
+	// two skips the aggregate, which every event's change carries.
+	ex, err := decode[executionDone](*ch.New)
+	if err != nil {
+		return err
+	}
+	if !ex.Completed {
+		return nil
+	}
+	return s.Verify(ctx, ex.PlanID)
+}
+
+// executionDone is the part of an Execution that HandleChange reads.
+type executionDone struct {
+	PlanID    string `json:"plan_id"`
+	Completed bool   `json:"completed"`
+}
