@@ -193,3 +193,15 @@ func checkWrkRequest(op string, r *http.Request, body []byte, due string) (wrkID
 	}
 	return wrkID{thread: th, n: n}, true
 }
+
+func TestSpread(t *testing.T) {
+	if got := spread([]float64{5, 1, 3}, "%.0f"); got != "3 (1–5)" {
+		t.Errorf("odd count: %s", got)
+	}
+	if got := spread([]float64{4, 1, 2, 3}, "%.1f"); got != "2.5 (1.0–4.0)" {
+		t.Errorf("even count: %s", got)
+	}
+	if got := spread(nil, "%.0f"); got != "-" {
+		t.Errorf("empty: %s", got)
+	}
+}

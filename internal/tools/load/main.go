@@ -56,6 +56,7 @@ var (
 	ops          = flag.String("ops", "raise,fact,event", "operations of the throughput table, comma-separated: raise, fact, event (without raise, facts satisfy a pool raised before their phase)")
 	bulkPace     = flag.Int("bulk-pace", 0, "raise the fact-cost and lapse phases' bulk expectations at most this many ahead of the change feed, waiting for it to drain (0: as fast as the server takes them)")
 	factProfile  = flag.String("factcost-cpuprofile", "", "write a CPU profile of each fact-cost measurement's facts here (suffixed with .s and .L)")
+	runs         = flag.Int("runs", 1, "run the throughput table this many times (fresh servers and store each time) and print the median and range of each figure")
 	serverCPU    = flag.String("server-cpuprofile", "", "write a CPU profile of the clockwork server child of the throughput table here")
 )
 
@@ -103,7 +104,14 @@ func main() {
 		dir = d
 	}
 	if wantPhase("throughput") {
-		throughputTable(filepath.Join(dir, "throughput"))
+		var all [][]throughputRow
+		for i := range max(1, *runs) {
+			if i > 0 {
+				fmt.Printf("\nrun %d of %d\n", i+1, *runs)
+			}
+			all = append(all, throughputTable(filepath.Join(dir, fmt.Sprintf("throughput-%d", i))))
+		}
+		printRunsSummary(all)
 	}
 	if !wantPhase("lapse") && !wantPhase("factcost") {
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,7 @@ type throughputRow struct {
 // commits, store under dir) as child processes and runs, for each operation,
 // the same requests against the ceiling and then against clockwork, each for
 // -duration at -c connections; then it prints the table with the ratios.
-func throughputTable(dir string) {
+func throughputTable(dir string) []throughputRow {
 	ceiling, err := startChild("ceiling", dir)
 	if err != nil {
 		fail(err)
@@ -86,6 +87,48 @@ func throughputTable(dir string) {
 		rows = goRows(ceiling, cw, rc, rw, measure, farDue)
 	}
 	printThroughputTable(rows, loadBefore, loadAverage())
+	return rows
+}
+
+// printRunsSummary prints, for each operation, the median of the runs'
+// throughput, p99 ratio and server CPU per request, with the range.
+func printRunsSummary(runs [][]throughputRow) {
+	if len(runs) < 2 {
+		return
+	}
+	fmt.Printf("\n%d runs, median (lowest–highest):\n\n", len(runs))
+	fmt.Println("| operation | clockwork req/s | req/s ratio | p99 ratio | server CPU per request |")
+	fmt.Println("|---|---|---|---|---|")
+	for i, r := range runs[0] {
+		var rate, rateRatio, p99Ratio, cpu []float64
+		for _, run := range runs {
+			if i >= len(run) {
+				continue
+			}
+			c, w := run[i].ceiling, run[i].clockwork
+			rate = append(rate, w.rate)
+			cpu = append(cpu, float64(w.cpuPerReq)/float64(time.Microsecond))
+			if c.rate > 0 && c.p99 > 0 {
+				rateRatio = append(rateRatio, w.rate/c.rate)
+				p99Ratio = append(p99Ratio, float64(w.p99)/float64(c.p99))
+			}
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s µs |\n", r.name, spread(rate, "%.0f"), spread(rateRatio, "%.2f"), spread(p99Ratio, "%.2f"), spread(cpu, "%.0f"))
+	}
+}
+
+// spread formats the median of xs and, in parentheses, its range.
+func spread(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", med, s[0], s[len(s)-1])
 }
 
 // measureFunc runs one phase against a child server and adds the server's
