@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Tx is one optimistic read-modify-write: items read through it are written
@@ -515,25 +516,13 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 			return nil, err
 		}
 	} else {
-		var firstErr error
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
+		var g errgroup.Group
+		g.SetLimit(8)
 		for _, i := range todo {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if err := fetch(i); err != nil {
-					mu.Lock()
-					firstErr = cmp.Or(firstErr, err)
-					mu.Unlock()
-				}
-			}()
+			g.Go(func() error { return fetch(i) })
 		}
-		wg.Wait()
-		if firstErr != nil {
-			return nil, firstErr
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 	}
 	var out []Item

@@ -201,9 +201,7 @@ func (s *Store) commitOne(ctx context.Context, o op) error {
 		var token []byte
 		if r.condExpr != "" {
 			token = make([]byte, 8)
-			if _, err := rand.Read(token); err != nil {
-				return err
-			}
+			rand.Read(token) // never fails (crypto/rand)
 			r.item[attrWriteToken] = &types.AttributeValueMemberB{Value: token}
 			in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		}
@@ -272,13 +270,9 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 				ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values}
 		}
 	}
-	token, err := requestToken()
-	if err != nil {
-		return fmt.Errorf("dynamo: commit: %w", err)
-	}
-	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:          items,
-		ClientRequestToken:     aws.String(token),
+		ClientRequestToken:     aws.String(requestToken()),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
 	})
 	if err == nil {
@@ -314,12 +308,10 @@ func cancelledIndex(reasons []types.CancellationReason, code string) int {
 // writes (two workers computing the same compare-and-set) are two requests,
 // and DynamoDB would apply only the first of two within ten minutes that
 // share a token and parameters.
-func requestToken() (string, error) {
+func requestToken() string {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 func optString(s string) *string {

@@ -316,8 +316,14 @@ func (r *runner) phaseEach(name string, mk func() func() int) stats {
 	}
 	wg.Wait()
 	rate := float64(len(lat)) / duration.Seconds()
-	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, rate, pct(lat, 50), pct(lat, 99), pct(lat, 100), errors.Load())
-	return stats{p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100), n: len(lat), rate: rate}
+	st := stats{p50: pct(lat, 50), p99: pct(lat, 99), max: pct(lat, 100), n: len(lat), rate: rate}
+	printPhase(name, st, errors.Load())
+	return st
+}
+
+// printPhase prints one phase's line: throughput, latency and errors.
+func printPhase(name string, s stats, errors int64) {
+	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, s.rate, s.p50, s.p99, s.max, errors)
 }
 
 // bulkRaise raises n expectations in batches of 50, with -bulk-pace

@@ -64,7 +64,7 @@ func wrkPhase(url, name, op, due string, plans int) wrkResult {
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("%-36s %8.0f req/s  p50 %-9s p99 %-9s max %-9s errors %d\n", name, res.rate, res.p50, res.p99, res.max, res.errors)
+	printPhase(name, res.stats, res.errors)
 	return res
 }
 
