@@ -50,6 +50,9 @@ type Config struct {
 	// AllowPrivateAgents lets lapse tasks reach loopback and private
 	// addresses (the local default: agents under test run on loopback).
 	AllowPrivateAgents bool
+	// MCPAllowedOrigins are the browser origins that may call /mcp
+	// (httpapi.Handler.MCPAllowedOrigins; none by default).
+	MCPAllowedOrigins []string
 	// NoSync turns off fsync per commit (benchmarks only).
 	NoSync bool
 	// TimerWorkers evaluate instants concurrently (default 8).
@@ -185,6 +188,7 @@ func Start(cfg Config) (*App, error) {
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
 	a.Handler.Metrics = cfg.Metrics
+	a.Handler.MCPAllowedOrigins = cfg.MCPAllowedOrigins
 	mcpapi.Mount(a.Handler)
 	a.Handler.Console = console.Assets{}
 

@@ -32,6 +32,8 @@ const (
 	adminToken  = "admin-token"
 	readerToken = "reader-token"
 	otherToken  = "other-agent-token"
+	tenantA     = "tenant-a-token"
+	tenantB     = "tenant-b-token"
 	factsToken  = "facts-token"
 )
 
@@ -91,6 +93,8 @@ var testTokens = []auth.TokenSpec{
 	{Token: adminToken, Principal: "admin", Scopes: auth.AllScopes, Agents: []string{"*"}},
 	{Token: readerToken, Principal: "reader", Scopes: []auth.Scope{auth.Read}, Agents: []string{"*"}},
 	{Token: otherToken, Principal: "other", Scopes: auth.AllScopes, Agents: []string{"someone-else"}},
+	{Token: tenantA, Principal: "tenant-a", Scopes: auth.AllScopes, Agents: []string{"agent-a"}},
+	{Token: tenantB, Principal: "tenant-b", Scopes: auth.AllScopes, Agents: []string{"agent-b"}},
 	{Token: factsToken, Principal: "reporter-7", Scopes: []auth.Scope{auth.FactsWrite, auth.Read}, Agents: []string{"*"}},
 }
 
@@ -223,12 +227,12 @@ func (e *testEnv) stop() {
 }
 
 // verify runs VERIFY for a plan directly (as a replayed feed record would).
-func (e *testEnv) verify(plan string) error {
+func (e *testEnv) verify(agent, plan string) error {
 	if e.aws {
 		// The stream function runs VERIFY (awsops attributes its calls).
-		return e.rt.Eval.Verify(awsops.WithFunction(context.Background(), "stream"), plan)
+		return e.rt.Eval.Verify(awsops.WithFunction(context.Background(), "stream"), agent, plan)
 	}
-	return e.app.Eval.Verify(context.Background(), plan)
+	return e.app.Eval.Verify(context.Background(), agent, plan)
 }
 
 type resp struct {

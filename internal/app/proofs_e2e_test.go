@@ -197,7 +197,8 @@ func scenarioEvidenceBundleVerifiesOffline(t *testing.T) {
 			e.must(200, e.call("POST", "/v1/verifications/"+v.VerificationID+"/grades", map[string]any{"criterion_id": "oc-h", "score": 0.75, "rationale": "fine"}))
 
 			bundle := e.must(200, e.call("GET", path, nil, readerToken)).body
-			problem(t, e.must(403, e.call("GET", path, nil, otherToken)))
+			// Another agent's VERIFY answers as an unknown one.
+			problem(t, e.must(404, e.call("GET", path, nil, otherToken)))
 			problem(t, e.must(404, e.call("GET", "/v1/verifications/vrf-unknown/bundle", nil)))
 			rep := evidence.Check(bundle, evidence.Options{})
 			if !rep.OK() {

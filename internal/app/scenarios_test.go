@@ -26,6 +26,7 @@ var scenarios = []struct {
 	{"RFC032Emitter", scenarioRFC032Emitter},
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},
 	{"CardsAndAuth", scenarioCardsAndAuth},
+	{"TenantsPlansApart", scenarioTenantsPlansApart},
 	{"RaiseIdempotentConflictAndAllOrNothing", scenarioRaiseIdempotentConflictAndAllOrNothing},
 	{"OverdueLapseTask", scenarioOverdueLapseTask},
 	{"FactsExactMatchSourceLateAndIdempotent", scenarioFactsExactMatchSourceLateAndIdempotent},

@@ -47,6 +47,15 @@ func (p *Principal) ActsFor(agentID string) bool {
 	return slices.Contains(p.Agents, "*") || slices.Contains(p.Agents, agentID)
 }
 
+// SingleAgent returns the one agent p acts for, or "" when it acts for
+// several or for all ("*").
+func (p *Principal) SingleAgent() string {
+	if len(p.Agents) == 1 && p.Agents[0] != "*" {
+		return p.Agents[0]
+	}
+	return ""
+}
+
 // TokenSpec is one entry of the tokens file. Token may be given in plain
 // text or as TokenSHA256 (lowercase hex); the file need not hold secrets.
 type TokenSpec struct {

@@ -77,6 +77,9 @@ type Config struct {
 	// tokens (internal/authorizer); the tokens settings are then unused.
 	TrustAuthorizer      bool
 	AllowPrivateAgents   bool   // ALLOW_PRIVATE_AGENTS (default false)
+	// MCPAllowedOrigins (MCP_ALLOWED_ORIGINS, comma-separated) are the
+	// browser origins that may call /mcp (httpapi.Handler).
+	MCPAllowedOrigins []string
 	SendToTimekeepers    bool   // SEND_TO_TIMEKEEPERS (default false)
 	MaxLineage           int    // MAX_LINEAGE (default 16)
 	DeliveryAttempts     int    // DELIVERY_ATTEMPTS (default 8)
@@ -158,6 +161,11 @@ func FromEnv() (Config, error) {
 	}
 	if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 8); err != nil {
 		return c, err
+	}
+	for _, o := range strings.Split(os.Getenv("MCP_ALLOWED_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.MCPAllowedOrigins = append(c.MCPAllowedOrigins, o)
+		}
 	}
 	return c, nil
 }
@@ -370,6 +378,7 @@ func (r *Runtime) API() *httpapi.Handler {
 		h.MaxBundleBytes = httpapi.LambdaBundleBytes
 		h.Credentials = r.Credentials
 		h.Metrics = r.Config.Metrics
+		h.MCPAllowedOrigins = r.Config.MCPAllowedOrigins
 		r.Handler = h
 	})
 	return r.Handler

@@ -4,8 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"slices"
+	"fmt"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
@@ -25,14 +24,19 @@ type Appended struct {
 const MaxBound = 90
 
 // AppendEvent stores one execution event of planID and extends its digest
-// chain. The first TOOL_REQUEST or STEP_COMPLETE (or PLAN_COMPLETE, for a
-// plan that completes without either) seals every ANTICIPATE bound to the
-// plan in the same commit. A repeated event_id with the same body returns
-// the stored answer. Errors: Invalid (naming fields); NotFound when no
-// ANTICIPATE binds to the plan; Forbidden when the caller may act for none
-// of the plan's agents; Conflict for a reused event_id with another body or
-// an event after PLAN_COMPLETE.
-func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, may Authorizer) (Appended, error) {
+// chain. The execution belongs to one agent (see planAgent): the event's
+// agent_id, else the caller's single agent, else the one of the caller's
+// agents that declared or runs the plan. The first TOOL_REQUEST or
+// STEP_COMPLETE (or PLAN_COMPLETE, for a plan that completes without
+// either) seals every ANTICIPATE of that agent bound to the plan, by plan
+// or by scope envelope, in the same commit. A repeated event_id with the
+// same body returns the stored answer. Errors: Invalid (naming fields; and
+// agent_id when a caller acting for several agents must name it);
+// NotFound when none of the agent's ANTICIPATEs binds to the plan;
+// Forbidden when the event names an agent the caller may not act for;
+// Conflict for a reused event_id with another body or an event after
+// PLAN_COMPLETE.
+func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c Caller) (Appended, error) {
 	ev, err := anticipate.ValidateEvent(raw)
 	if err != nil {
 		return Appended{}, err
@@ -50,34 +54,35 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 	hash := hex.EncodeToString(sum[:])
 	var out Appended
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		exIt, exists, err := tx.Get(ctx, executionKey(planID))
+		agent, err := planAgent(ctx, tx, planID, ev.AgentID, c)
 		if err != nil {
 			return err
 		}
-		ex := &Execution{PlanID: planID, ScopeID: ev.ScopeEnvelopeID}
-		if exists {
-			if ex, err = decode[Execution](exIt); err != nil {
-				return err
-			}
+		if agent == "" && ev.ScopeEnvelopeID == "" {
+			return errs.E(errs.NotFound, "no ANTICIPATE binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", planID)
+		}
+		if agent == "" {
+			return errs.Fields("the agent of the plan is not known", []errs.FieldError{{Path: "agent_id",
+				Message: fmt.Sprintf("is required: this token acts for several agents and none of them has declared or begun plan %q; name the agent whose scope envelope it runs under", planID)}})
+		}
+		ex, exists, err := loadExecution(ctx, tx, agent, planID)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			ex.ScopeID = ev.ScopeEnvelopeID
 		}
 		sealing := !ex.Begun && (anticipate.SealsOn(ev.EventType) || ev.EventType == anticipate.PlanComplete)
 		var bound []*AnticipationRecord
 		if !exists || sealing {
-			if bound, err = s.bound(ctx, tx, planID, ex.ScopeID, ev.AgentID); err != nil {
+			if bound, err = s.bound(ctx, tx, planID, ex.ScopeID, agent); err != nil {
 				return err
 			}
 		}
 		if len(bound) == 0 && !exists {
-			return errs.E(errs.NotFound, "no ANTICIPATE binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", planID)
+			return errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", agent, planID)
 		}
-		for _, b := range bound {
-			ex.Agents = appendUnique(ex.Agents, b.AgentID)
-		}
-		// Authorise before answering anything about the plan's events.
-		if !slices.ContainsFunc(ex.Agents, func(a string) bool { return may(a) }) {
-			return errs.E(errs.Forbidden, "token may not act for the agents of plan %q", planID)
-		}
-		if it, ok, err := tx.Get(ctx, eventIDKey(planID, ev.EventID)); err != nil {
+		if it, ok, err := tx.Get(ctx, eventIDKey(ex.pk, ev.EventID)); err != nil {
 			return err
 		} else if ok {
 			prev, err := decode[eventIDRecord](it)
@@ -102,7 +107,6 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 			ex.Bound = nil
 			for _, b := range bound {
 				ex.Bound = append(ex.Bound, b.AnticipateID)
-				ex.Agents = appendUnique(ex.Agents, b.AgentID)
 				if !b.Sealed {
 					b.Sealed, b.SealedAt, b.SealedBy = true, now, planID
 				}
@@ -115,11 +119,11 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 		}
 		seq := ex.Count + 1
 		digest := anticipate.ChainDigestCanonical(ex.Head, canon)
-		evItem, err := mkItem(eventKey(planID, seq), TypeEvent, StoredEvent{Seq: seq, EventID: ev.EventID, Type: string(ev.EventType), Event: ev.Raw, Prev: ex.Head, Digest: digest}, nil)
+		evItem, err := mkItem(eventKey(ex.pk, seq), TypeEvent, StoredEvent{Seq: seq, EventID: ev.EventID, Type: string(ev.EventType), Event: ev.Raw, Prev: ex.Head, Digest: digest}, nil)
 		if err != nil {
 			return err
 		}
-		idItem, err := mkItem(eventIDKey(planID, ev.EventID), TypeEventID, eventIDRecord{Seq: seq, Digest: digest, Canonical: hash}, nil)
+		idItem, err := mkItem(eventIDKey(ex.pk, ev.EventID), TypeEventID, eventIDRecord{Seq: seq, Digest: digest, Canonical: hash}, nil)
 		if err != nil {
 			return err
 		}
@@ -128,7 +132,7 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 		if ev.EventType == anticipate.PlanComplete {
 			ex.Completed, ex.CompletedAt = true, now
 		}
-		exItem, err := mkItem(executionKey(planID), TypeExecution, ex, nil)
+		exItem, err := executionItem(ex)
 		if err != nil {
 			return err
 		}
@@ -141,28 +145,18 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, ma
 	return out, wrap(err)
 }
 
-func appendUnique(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
-}
-
-// bound returns the anticipations bound to a plan: by plan_id, and by the
-// scope envelope for those declared without a plan. Each is tracked so
-// that sealing it is a compare-and-set.
-//
-// A plan belongs to one agent: the agent_id of its plan-bound
-// ANTICIPATEs, or else the agent_id sent with its events. Scope-bound
-// ANTICIPATEs of other agents are not bound to it.
-func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, eventAgent string) ([]*AnticipationRecord, error) {
+// bound returns agentID's anticipations bound to a plan: by plan_id, and
+// by the scope envelope for those declared without a plan. Another agent's
+// declarations of the same plan id or scope never bind (an execution
+// belongs to one agent). Each is tracked so that sealing it is a
+// compare-and-set.
+func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, agentID string) ([]*AnticipationRecord, error) {
 	var out []*AnticipationRecord
 	pks := []string{planBoundPK(planID)}
 	if scopeID != "" {
 		pks = append(pks, scopeBoundPK(scopeID))
 	}
-	planAgent := eventAgent
-	for n, pk := range pks {
+	for _, pk := range pks {
 		// A declaration committing meanwhile changes the guard.
 		if _, _, err := tx.Get(ctx, bindGuardKey(pk)); err != nil {
 			return nil, err
@@ -178,26 +172,10 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, even
 			if err != nil {
 				return nil, err
 			}
-			if n == 0 && planAgent == "" {
-				planAgent = rec.AgentID
+			if rec.AgentID == agentID {
+				out = append(out, rec)
 			}
-			if n > 0 && planAgent != "" && rec.AgentID != planAgent {
-				continue
-			}
-			out = append(out, rec)
 		}
 	}
 	return out, nil
-}
-
-// Execution returns a plan's execution state, or NotFound.
-func (s *Service) Execution(ctx context.Context, planID string) (*Execution, error) {
-	it, err := s.store.Get(ctx, executionKey(planID))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errs.E(errs.NotFound, "no execution of plan %q", planID)
-	}
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return decode[Execution](it)
 }

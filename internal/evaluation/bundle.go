@@ -21,12 +21,13 @@ type BundleParts struct {
 	PlanID         string
 	// Events is the length of the plan's chain.
 	Events int
+	// Execution is the plan's execution, whose events EachEvent reads.
+	Execution *Execution
 }
 
 // Bundle returns the parts of the evidence bundle of a VERIFY; its events
-// are read with EachEvent. Errors: NotFound for an unknown verification;
-// Forbidden when the caller may not act for its agent (the rules of
-// Verification).
+// are read with EachEvent. Errors: NotFound for an unknown verification
+// and for another agent's (the rules of Verification).
 func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*BundleParts, error) {
 	vr, err := s.Verification(ctx, vid, may)
 	if err != nil {
@@ -41,7 +42,7 @@ func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*Bund
 	if err != nil {
 		return nil, wrap(err)
 	}
-	ex, err := s.Execution(ctx, v.PlanID)
+	ex, err := s.Execution(ctx, v.AgentID, v.PlanID)
 	if err != nil {
 		return nil, wrap(fmt.Errorf("execution of verification %s: %w", vid, err))
 	}
@@ -49,17 +50,17 @@ func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*Bund
 	if err != nil {
 		return nil, wrap(err)
 	}
-	return &BundleParts{Anticipation: rec.Anticipation, Verification: raw, AnticipationID: v.AnticipationID, PlanID: v.PlanID, Events: ex.Count}, nil
+	return &BundleParts{Anticipation: rec.Anticipation, Verification: raw, AnticipationID: v.AnticipationID, PlanID: v.PlanID, Events: ex.Count, Execution: ex}, nil
 }
 
 // EachEvent calls fn with every stored event of a plan in chain order,
 // reading the store BundlePageSize events at a time (readEvents, the read
 // the events listing pages with too), and afterPage after each page (nil for
 // none). It stops at, and returns, the first error.
-func (s *Service) EachEvent(ctx context.Context, planID string, fn func(StoredEvent) error, afterPage func() error) error {
+func (s *Service) EachEvent(ctx context.Context, ex *Execution, fn func(StoredEvent) error, afterPage func() error) error {
 	after := ""
 	for {
-		evs, next, err := s.readEvents(ctx, planID, BundlePageSize, after)
+		evs, next, err := s.readEvents(ctx, ex.pk, BundlePageSize, after)
 		if err != nil {
 			return wrap(err)
 		}

@@ -99,41 +99,27 @@ func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *antici
 	if a.PlanID == "" {
 		return nil
 	}
-	// A plan belongs to one agent: an ANTICIPATE naming another agent for
-	// a plan already anticipated for an agent is refused.
-	others, err := tx.Lookup(ctx, lookupBound, planBoundPK(a.PlanID))
-	if err != nil {
-		return err
-	}
-	for _, it := range others {
-		other, err := decode[AnticipationRecord](it)
-		if err != nil {
-			return err
-		}
-		if other.AnticipateID != a.AnticipationID && other.AgentID != a.AgentID {
-			return errs.E(errs.Conflict, "plan %q is anticipated for agent %q; an ANTICIPATE for agent %q cannot bind to it", a.PlanID, other.AgentID, a.AgentID)
-		}
-	}
-	it, ok, err := tx.Get(ctx, executionKey(a.PlanID))
+	// Only this agent's execution of the plan id matters: another agent's
+	// plan of the same id is another plan.
+	ex, exists, err := loadExecution(ctx, tx, a.AgentID, a.PlanID)
 	if err != nil {
 		return err
 	}
 	// The declaration commits only if the execution is still as read: a
 	// first event committed meanwhile (which sealed what it found bound)
 	// makes it run again and see the plan begun.
-	tx.Check(executionKey(a.PlanID))
-	if !ok {
+	tx.Check(executionKey(ex.pk))
+	if !exists {
+		tx.Check(executionKey(legacyExecutionPK(a.PlanID)))
 		return nil
-	}
-	ex, err := decode[Execution](it)
-	if err != nil {
-		return err
 	}
 	return anticipate.CheckNew(a, ex.Begun)
 }
 
 // Replace changes an unsealed ANTICIPATE (PUT). Errors: Invalid (including
-// an id that differs from the path); NotFound; Forbidden; Conflict when it
+// an id that differs from the path); NotFound (also for another agent's
+// anticipation); Forbidden when the body names an agent the caller may not
+// act for, whatever is stored; Conflict when it
 // is sealed, or when the new plan's execution has begun. An identical body
 // is an idempotent success.
 func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal string, may Authorizer) (Declared, error) {
@@ -144,21 +130,25 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 	if a.AnticipationID != id {
 		return Declared{}, errs.Fields("invalid ANTICIPATE message", []errs.FieldError{{Path: "anticipation_id", Message: fmt.Sprintf("is %q but the path names %q", a.AnticipationID, id)}})
 	}
+	if !may(a.AgentID) {
+		return Declared{}, forbidden(a.AgentID)
+	}
 	var out Declared
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		it, ok, err := tx.Get(ctx, anticipationKey(id))
 		if err != nil {
 			return err
 		}
+		notFound := errs.E(errs.NotFound, "no anticipation %q; POST /v1/anticipations to declare it", id)
 		if !ok {
-			return errs.E(errs.NotFound, "no anticipation %q; POST /v1/anticipations to declare it", id)
+			return notFound
 		}
 		rec, err := decode[AnticipationRecord](it)
 		if err != nil {
 			return err
 		}
-		if !may(rec.AgentID) || !may(a.AgentID) {
-			return forbidden(a.AgentID)
+		if !may(rec.AgentID) {
+			return notFound // another agent's answers as unknown
 		}
 		existing, err := anticipate.Validate(rec.Anticipation)
 		if err != nil {
@@ -190,7 +180,8 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 	return out, wrap(err)
 }
 
-// Anticipation returns a stored ANTICIPATE, or NotFound.
+// Anticipation returns a stored ANTICIPATE. Errors: NotFound for an
+// unknown id, and exactly the same for another agent's.
 func (s *Service) Anticipation(ctx context.Context, id string, may Authorizer) (*AnticipationRecord, error) {
 	it, err := s.store.Get(ctx, anticipationKey(id))
 	if errors.Is(err, store.ErrNotFound) {
@@ -204,7 +195,7 @@ func (s *Service) Anticipation(ctx context.Context, id string, may Authorizer) (
 		return nil, wrap(err)
 	}
 	if !may(rec.AgentID) {
-		return nil, forbidden(rec.AgentID)
+		return nil, errs.E(errs.NotFound, "no anticipation %q", id) // as unknown
 	}
 	return rec, nil
 }

@@ -35,7 +35,7 @@ type EventsPageRequest struct {
 // of the chain. Errors: Invalid naming "limit" for a limit outside 0 to
 // MaxEventsPage and "nextToken" for a token this service did not issue for
 // this plan; Internal when the store fails.
-func (s *Service) EventsPage(ctx context.Context, planID string, req EventsPageRequest) ([]StoredEvent, string, error) {
+func (s *Service) EventsPage(ctx context.Context, ex *Execution, req EventsPageRequest) ([]StoredEvent, string, error) {
 	if req.Limit < 0 || req.Limit > MaxEventsPage {
 		return nil, "", errs.Fields("invalid listing", []errs.FieldError{{Path: "limit", Message: fmt.Sprintf("must be between 1 and %d (0 or none: %d)", MaxEventsPage, DefaultEventsPage)}})
 	}
@@ -43,7 +43,7 @@ func (s *Service) EventsPage(ctx context.Context, planID string, req EventsPageR
 	if limit == 0 {
 		limit = DefaultEventsPage
 	}
-	evs, next, err := s.readEvents(ctx, planID, limit, req.NextToken)
+	evs, next, err := s.readEvents(ctx, ex.pk, limit, req.NextToken)
 	if errors.Is(err, store.ErrInvalid) && req.NextToken != "" {
 		return nil, "", errs.Fields("invalid listing", []errs.FieldError{{Path: "nextToken", Message: "is not a token this service issued for this plan"}})
 	}
@@ -54,7 +54,7 @@ func (s *Service) EventsPage(ctx context.Context, planID string, req EventsPageR
 		// Over the byte bound: read the same page again, only as long as
 		// the events that fit, so the store issues the token that follows
 		// the last of them.
-		if evs, next, err = s.readEvents(ctx, planID, fit, req.NextToken); err != nil {
+		if evs, next, err = s.readEvents(ctx, ex.pk, fit, req.NextToken); err != nil {
 			return nil, "", wrap(err)
 		}
 	}
@@ -88,8 +88,8 @@ type sizedEvent struct {
 // in chain order after the token after, and the token that follows them
 // (empty at the end of the chain). A bad token is the store's error
 // wrapping store.ErrInvalid.
-func (s *Service) readEvents(ctx context.Context, planID string, limit int, after string) ([]sizedEvent, string, error) {
-	p, err := s.store.Query(ctx, store.Query{PK: "PLAN#" + esc(planID), SKPrefix: "EV#", Limit: limit, After: after})
+func (s *Service) readEvents(ctx context.Context, pk string, limit int, after string) ([]sizedEvent, string, error) {
+	p, err := s.store.Query(ctx, store.Query{PK: pk, SKPrefix: "EV#", Limit: limit, After: after})
 	if err != nil {
 		return nil, "", err
 	}

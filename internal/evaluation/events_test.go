@@ -25,6 +25,7 @@ func TestEventsPage(t *testing.T) {
 	defer st.Close()
 	svc := New(st, Options{})
 	all := func(string) bool { return true }
+	caller := Caller{May: all}
 	big := strings.Repeat("x", 300<<10)
 	for _, plan := range []string{"plan-big", "plan-other"} {
 		var m map[string]any
@@ -43,19 +44,27 @@ func TestEventsPage(t *testing.T) {
 	}
 	const n = 7
 	for i := 0; i < n; i++ {
-		if _, err := svc.AppendEvent(ctx, "plan-big", event(i, "STEP_COMPLETE", map[string]any{"tool_output": big}), all); err != nil {
+		if _, err := svc.AppendEvent(ctx, "plan-big", event(i, "STEP_COMPLETE", map[string]any{"tool_output": big}), caller); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := svc.AppendEvent(ctx, "plan-other", event(0, "STEP_COMPLETE", nil), all); err != nil {
+	if _, err := svc.AppendEvent(ctx, "plan-other", event(0, "STEP_COMPLETE", nil), caller); err != nil {
 		t.Fatal(err)
 	}
 
+	bigEx, err := svc.ExecutionFor(ctx, "plan-big", "", caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherEx, err := svc.ExecutionFor(ctx, "plan-other", "", caller)
+	if err != nil {
+		t.Fatal(err)
+	}
 	walk := func(limit int) (seqs []int, sizes []int, firstToken string) {
 		t.Helper()
 		next := ""
 		for {
-			evs, tok, err := svc.EventsPage(ctx, "plan-big", EventsPageRequest{Limit: limit, NextToken: next})
+			evs, tok, err := svc.EventsPage(ctx, bigEx, EventsPageRequest{Limit: limit, NextToken: next})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,13 +111,13 @@ func TestEventsPage(t *testing.T) {
 	}
 
 	_, _, tok := walk(1)
-	_, _, err = svc.EventsPage(ctx, "plan-other", EventsPageRequest{NextToken: tok})
+	_, _, err = svc.EventsPage(ctx, otherEx, EventsPageRequest{NextToken: tok})
 	var e *errs.Error
 	if !errors.As(err, &e) || e.Code != errs.Invalid || len(e.Fields) != 1 || e.Fields[0].Path != "nextToken" {
 		t.Errorf("another plan's token: %v, want Invalid naming nextToken", err)
 	}
 	for _, limit := range []int{-1, MaxEventsPage + 1} {
-		_, _, err = svc.EventsPage(ctx, "plan-big", EventsPageRequest{Limit: limit})
+		_, _, err = svc.EventsPage(ctx, bigEx, EventsPageRequest{Limit: limit})
 		if !errors.As(err, &e) || e.Code != errs.Invalid || len(e.Fields) != 1 || e.Fields[0].Path != "limit" {
 			t.Errorf("limit %d: %v, want Invalid naming limit", limit, err)
 		}

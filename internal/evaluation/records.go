@@ -14,9 +14,9 @@ import (
 //
 //	item            PK               SK                 index PK / SK
 //	anticipation    ANT#<id>         ANT                lk1: PA#<plan> or SA#<scope> / <id>
-//	execution       PLAN#<plan>      EXEC
-//	event           PLAN#<plan>      EV#<seq, 12 digits>
-//	event id        PLAN#<plan>      EID#<event_id>
+//	execution       PLAN#<agent>#<plan> EXEC            lk1: PX#<plan> / <agent>
+//	event           PLAN#<agent>#<plan> EV#<seq, 12 digits>
+//	event id        PLAN#<agent>#<plan> EID#<event_id>
 //	                                                    gsi5: AA#<agent> / <received_at>#<id> (listing)
 //	verification    VER#<vid>        VER                gsi1: AV#<anticipation> / <vid>
 //
@@ -24,6 +24,14 @@ import (
 // entries are written in the same commit as the anticipation and read
 // consistently), because sealing depends on finding every one of them;
 // verifications by anticipation are a global index (a listing).
+//
+// Plan ids are namespaced by the agent that owns the execution: two agents
+// may each run a plan "p-1", and neither's declarations, events or VERIFYs
+// reach the other's. The executions of one plan id are a lookup index
+// (PX#<plan>), so that a caller acting for several agents finds which of
+// its agents runs the plan. Executions stored before plans were namespaced
+// live under PLAN#<plan> (legacyExecutionPK); they are read, appended to
+// and verified where they are, for the agent they name.
 const (
 	TypeAnticipation = "anticipation"
 	TypeExecution    = "execution"
@@ -34,6 +42,10 @@ const (
 
 // lookupBound is the lookup index of anticipations by plan or scope.
 const lookupBound = store.LK1
+
+// lookupPlans is the lookup index of executions by plan id (partitions
+// PX#<plan>, apart from lookupBound's PA# and SA#).
+const lookupPlans = store.LK1
 
 // TypeBindGuard is the type of a binding guard: one item per plan or scope
 // that anticipations are bound to, in the partition of their lookup
@@ -50,14 +62,15 @@ func bindGuardKey(boundPK string) store.Key { return store.Key{PK: boundPK, SK: 
 // esc is store.KeyPart, short for the key builders below.
 func esc(s string) string { return store.KeyPart(s) }
 
-func anticipationKey(id string) store.Key { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
-func executionKey(plan string) store.Key  { return store.Key{PK: "PLAN#" + esc(plan), SK: "EXEC"} }
-func eventKey(plan string, seq int) store.Key {
-	return store.Key{PK: "PLAN#" + esc(plan), SK: fmt.Sprintf("EV#%012d", seq)}
+func anticipationKey(id string) store.Key   { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
+func executionPK(agent, plan string) string { return "PLAN#" + esc(agent) + "#" + esc(plan) }
+func legacyExecutionPK(plan string) string  { return "PLAN#" + esc(plan) }
+func executionKey(pk string) store.Key      { return store.Key{PK: pk, SK: "EXEC"} }
+func eventKey(pk string, seq int) store.Key {
+	return store.Key{PK: pk, SK: fmt.Sprintf("EV#%012d", seq)}
 }
-func eventIDKey(plan, id string) store.Key {
-	return store.Key{PK: "PLAN#" + esc(plan), SK: "EID#" + esc(id)}
-}
+func eventIDKey(pk, id string) store.Key  { return store.Key{PK: pk, SK: "EID#" + esc(id)} }
+func plansPK(plan string) string          { return "PX#" + esc(plan) }
 func verificationKey(id string) store.Key { return store.Key{PK: "VER#" + esc(id), SK: "VER"} }
 func planBoundPK(plan string) string      { return "PA#" + esc(plan) }
 func scopeBoundPK(scope string) string    { return "SA#" + esc(scope) }
@@ -84,7 +97,11 @@ type AnticipationRecord struct {
 // Execution is the per-plan state: whether it began (sealing its bound
 // anticipations), the head of its digest chain, and whether it completed.
 type Execution struct {
-	PlanID      string   `json:"plan_id"`
+	PlanID string `json:"plan_id"`
+	// AgentID owns the execution: only its declarations bind to it, and
+	// only callers acting for it read or append to it. Empty on executions
+	// stored before plans were namespaced (Agents names their agent).
+	AgentID     string   `json:"agent_id,omitempty"`
 	ScopeID     string   `json:"scope_envelope_id,omitempty"`
 	Begun       bool     `json:"begun"`
 	BegunAt     string   `json:"begun_at,omitempty"`
@@ -97,6 +114,26 @@ type Execution struct {
 	// Aggregate folds the events as they are stored (same commit), so
 	// VERIFY reads one item however long the execution was.
 	Aggregate anticipate.Aggregate `json:"aggregate"`
+
+	// pk is the partition the execution was read from (executionPK, or
+	// legacyExecutionPK for an execution stored before namespacing).
+	pk string
+}
+
+// Owner is the agent that owns the execution.
+func (e *Execution) Owner() string {
+	if e.AgentID != "" || len(e.Agents) == 0 {
+		return e.AgentID
+	}
+	return e.Agents[0]
+}
+
+func executionItem(ex *Execution) (store.Item, error) {
+	var idx map[store.IndexName]store.IndexKey
+	if ex.pk != legacyExecutionPK(ex.PlanID) {
+		idx = map[store.IndexName]store.IndexKey{lookupPlans: {PK: plansPK(ex.PlanID), SK: esc(ex.AgentID)}}
+	}
+	return mkItem(executionKey(ex.pk), TypeExecution, ex, idx)
 }
 
 // StoredEvent is one event of a plan's chain. Event is the event exactly

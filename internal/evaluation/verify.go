@@ -55,8 +55,8 @@ func (w watcherEnv) LapseCount(kind string) int {
 // stores one VERIFY per anticipation. It is idempotent: a VERIFY that
 // exists already is left as it is, so a replayed feed record produces no
 // second VERIFY.
-func (s *Service) Verify(ctx context.Context, planID string) error {
-	ex, err := s.Execution(ctx, planID)
+func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
+	ex, err := s.Execution(ctx, agentID, planID)
 	if errs.Is(err, errs.NotFound) {
 		return nil // a replayed record of an execution no longer stored
 	}
@@ -172,7 +172,8 @@ func (s *Service) seal(v *anticipate.Verification) error {
 	return anticipate.Seal(v)
 }
 
-// Verification returns one VERIFY, or NotFound.
+// Verification returns one VERIFY. Errors: NotFound for an unknown id, and
+// exactly the same for another agent's VERIFY.
 func (s *Service) Verification(ctx context.Context, id string, may Authorizer) (*VerificationRecord, error) {
 	it, err := s.store.Get(ctx, verificationKey(id))
 	if errors.Is(err, store.ErrNotFound) {
@@ -186,7 +187,7 @@ func (s *Service) Verification(ctx context.Context, id string, may Authorizer) (
 		return nil, wrap(err)
 	}
 	if !may(vr.Verification.AgentID) {
-		return nil, forbidden(vr.Verification.AgentID)
+		return nil, errs.E(errs.NotFound, "no verification %q", id)
 	}
 	return vr, nil
 }
@@ -218,7 +219,7 @@ func (s *Service) Verifications(ctx context.Context, antID string, may Authorize
 }
 
 // SubmitGrade records a HEURISTIC or HUMAN grade on a VERIFY and recomputes
-// its verdict. Errors: NotFound; Forbidden; Invalid for an unknown
+// its verdict. Errors: NotFound (also for another agent's VERIFY); Invalid for an unknown
 // criterion or a score outside [0,1]; Conflict for a criterion already
 // graded or a final verdict.
 func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, score float64, rationale, gradedBy string, may Authorizer) (anticipate.Verification, error) {
@@ -236,7 +237,7 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 			return err
 		}
 		if !may(vr.Verification.AgentID) {
-			return forbidden(vr.Verification.AgentID)
+			return errs.E(errs.NotFound, "no verification %q", vid) // as unknown
 		}
 		ait, ok, err := tx.Get(ctx, anticipationKey(vr.Verification.AnticipationID))
 		if err != nil {
@@ -291,11 +292,17 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if !ex.Completed {
 		return nil
 	}
-	return s.Verify(ctx, ex.PlanID)
+	owner := ex.AgentID
+	if owner == "" && len(ex.Agents) > 0 { // stored before plans were namespaced
+		owner = ex.Agents[0]
+	}
+	return s.Verify(ctx, owner, ex.PlanID)
 }
 
 // executionDone is the part of an Execution that HandleChange reads.
 type executionDone struct {
-	PlanID    string `json:"plan_id"`
-	Completed bool   `json:"completed"`
+	PlanID    string   `json:"plan_id"`
+	AgentID   string   `json:"agent_id"`
+	Agents    []string `json:"agents"`
+	Completed bool     `json:"completed"`
 }

@@ -28,6 +28,11 @@ type authzCase struct {
 	scope   auth.Scope
 	public  bool
 	bound   bool
+	// unknownID, on routes that address agent-1's resource by an id alone
+	// (no agent in the path or body), is an id nothing has: a token for
+	// another agent must get exactly the answer that id gets (404), so that
+	// ids and their owners cannot be probed. ownID is the id it replaces.
+	ownID, unknownID string
 }
 
 func a2aMeta(block map[string]any) map[string]any {
@@ -68,16 +73,16 @@ func authzCases() []authzCase {
 		{name: "deadletters", pattern: "GET /v1/deadletters", method: "GET", path: "/v1/deadletters", scope: auth.Read},
 		{name: "declare", pattern: "POST /v1/anticipations", method: "POST", path: "/v1/anticipations", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
 		{name: "replace", pattern: "PUT /v1/anticipations/{id}", method: "PUT", path: "/v1/anticipations/ant-2", body: func(fixture) []byte { return anticipation("ant-2", "plan-2") }, scope: auth.AnticipationsWrite, bound: true},
-		{name: "get anticipation", pattern: "GET /v1/anticipations/{id}", method: "GET", path: "/v1/anticipations/ant-1", scope: auth.Read, bound: true},
-		{name: "list verifications", pattern: "GET /v1/anticipations/{id}/verifications", method: "GET", path: "/v1/anticipations/ant-1/verifications", scope: auth.Read, bound: true},
-		{name: "append event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events", body: static(mustJSON(planEvents[0])), scope: auth.EventsWrite, bound: true},
+		{name: "get anticipation", pattern: "GET /v1/anticipations/{id}", method: "GET", path: "/v1/anticipations/ant-1", scope: auth.Read, bound: true, ownID: "ant-1", unknownID: "ant-unknown"},
+		{name: "list verifications", pattern: "GET /v1/anticipations/{id}/verifications", method: "GET", path: "/v1/anticipations/ant-1/verifications", scope: auth.Read, bound: true, ownID: "ant-1", unknownID: "ant-unknown"},
+		{name: "append event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events", body: static(mustJSON(planEvents[0])), scope: auth.EventsWrite, bound: true, ownID: "plan-1", unknownID: "plan-unknown"},
 		{name: "append new event", pattern: "POST /v1/executions/{planId}/events", method: "POST", path: "/v1/executions/plan-1/events",
-			body: static(mustJSON(map[string]any{"event_id": "ev-late", "message_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true},
-		{name: "list events", pattern: "GET /v1/executions/{planId}/events", method: "GET", path: "/v1/executions/plan-1/events", scope: auth.Read, bound: true},
-		{name: "get verification", pattern: "GET /v1/verifications/{verificationId}", method: "GET", path: "/v1/verifications/{vid}", scope: auth.Read, bound: true},
-		{name: "get bundle", pattern: "GET /v1/verifications/{verificationId}/bundle", method: "GET", path: "/v1/verifications/{vid}/bundle", scope: auth.Read, bound: true},
+			body: static(mustJSON(map[string]any{"event_id": "ev-late", "message_type": "ESCALATION", "timestamp": "2026-06-24T10:00:09Z"})), scope: auth.EventsWrite, bound: true, ownID: "plan-1", unknownID: "plan-unknown"},
+		{name: "list events", pattern: "GET /v1/executions/{planId}/events", method: "GET", path: "/v1/executions/plan-1/events", scope: auth.Read, bound: true, ownID: "plan-1", unknownID: "plan-unknown"},
+		{name: "get verification", pattern: "GET /v1/verifications/{verificationId}", method: "GET", path: "/v1/verifications/{vid}", scope: auth.Read, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
+		{name: "get bundle", pattern: "GET /v1/verifications/{verificationId}/bundle", method: "GET", path: "/v1/verifications/{vid}/bundle", scope: auth.Read, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
-			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true},
+			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
 		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -100,7 +105,9 @@ var problemTypes = regexp.MustCompile(`^https://clockwork\.dev/problems/[a-z-]+$
 // TestAuthorizationMatrix sends every route (the /a2a route once per kind
 // of content) with no token, a bad token, a token with each single scope,
 // a token for another agent and a token with every scope, and checks
-// 401/403/allowed (allowed: anything but 401 and 403, and never 5xx). It
+// 401/403/allowed (allowed: anything but 401 and 403, and never 5xx); a
+// token for another agent gets, on routes that address a resource by id
+// alone, exactly the 404 an unknown id gets. It
 // runs twice: against the handler as the local server serves it, and as
 // the AWS deployment does, behind API Gateway's Lambda authorizer
 // (gateway): there the gateway itself refuses a missing token (401) or an
@@ -187,7 +194,9 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 		}})
 	}
 	callers = append(callers,
-		caller{name: "token for another agent", token: otherToken, want: func(c authzCase) string { return pick(c.bound, "403", "allowed") }},
+		caller{name: "token for another agent", token: otherToken, want: func(c authzCase) string {
+			return pick(c.unknownID != "", "as unknown", pick(c.bound, "403", "allowed"))
+		}},
 		caller{name: "every scope", token: allToken, want: func(c authzCase) string { return "allowed" }},
 	)
 
@@ -220,6 +229,16 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 				want := cl.want(c)
 				if a.status >= 500 {
 					t.Fatalf("%s %s: %d %s", c.method, path, a.status, a.body)
+				}
+				if want == "as unknown" {
+					own := strings.ReplaceAll(c.ownID, "{vid}", f.verificationID)
+					unknownPath := strings.Replace(path, own, c.unknownID, 1)
+					u := doHeaders(h, c.method, unknownPath, hdr, body)
+					same := strings.ReplaceAll(string(u.body), c.unknownID, own)
+					if a.status != http.StatusNotFound || u.status != a.status || same != string(a.body) {
+						t.Fatalf("another agent's %s answers %d %s; an unknown id answers %d %s", own, a.status, a.body, u.status, u.body)
+					}
+					return
 				}
 				if why, known := knownIssues[name]; known {
 					if got == want {
@@ -270,5 +289,39 @@ func checkProblem(t *testing.T, a answer) {
 	}
 	if p.Status != a.status || p.Title == "" || !problemTypes.MatchString(p.Type) || p.Detail == "" {
 		t.Errorf("problem %s does not describe a %d", a.body, a.status)
+	}
+}
+
+// TestMCPOrigin: /mcp refuses a browser origin it was not told to allow
+// (the MCP specification's defence against DNS rebinding of a server on
+// loopback), serves an allowed one, and serves clients that send no Origin.
+func TestMCPOrigin(t *testing.T) {
+	ap := startApp(t)
+	h := ap.Handler
+	list := mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+	send := func(origin string) answer {
+		hdr := http.Header{}
+		hdr.Set("Authorization", "Bearer "+allToken)
+		hdr.Set("Content-Type", "application/json")
+		hdr.Set("Accept", "application/json, text/event-stream")
+		if origin != "" {
+			hdr.Set("Origin", origin)
+		}
+		return doHeaders(h, "POST", "/mcp", hdr, list)
+	}
+	if a := send("http://evil.example"); a.status != http.StatusForbidden {
+		t.Fatalf("Origin http://evil.example: %d %s", a.status, a.body)
+	} else {
+		checkProblem(t, a)
+	}
+	if a := send(""); a.status != http.StatusOK {
+		t.Fatalf("no Origin: %d %s", a.status, a.body)
+	}
+	h.MCPAllowedOrigins = []string{"https://console.example"}
+	if a := send("https://console.example"); a.status != http.StatusOK {
+		t.Fatalf("allowed Origin: %d %s", a.status, a.body)
+	}
+	if a := send("https://console.example.evil.example"); a.status != http.StatusForbidden {
+		t.Fatalf("an origin that only starts like an allowed one: %d %s", a.status, a.body)
 	}
 }

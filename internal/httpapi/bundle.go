@@ -56,7 +56,7 @@ func writeBundle(r *http.Request, w io.Writer, parts *evaluation.BundleParts, ke
 	if err != nil {
 		return err
 	}
-	err = eval.EachEvent(r.Context(), parts.PlanID, func(ev evaluation.StoredEvent) error {
+	err = eval.EachEvent(r.Context(), parts.Execution, func(ev evaluation.StoredEvent) error {
 		return bw.Event(evidence.Event{Seq: ev.Seq, Prev: ev.Prev, Digest: ev.Digest, Event: ev.Event})
 	}, func() error {
 		if err := bw.Flush(); err != nil {

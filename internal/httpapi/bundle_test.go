@@ -61,7 +61,7 @@ func TestEvidenceBundle(t *testing.T) {
 	if a := do(ap.Handler, "GET", "/v1/verifications/vrf-nope/bundle", allToken, nil); a.status != 404 {
 		t.Fatalf("unknown verification: %d %s", a.status, a.body)
 	}
-	if a := do(ap.Handler, "GET", path, otherToken, nil); a.status != 403 {
-		t.Fatalf("another agent's token: %d %s", a.status, a.body)
+	if a := do(ap.Handler, "GET", path, otherToken, nil); a.status != 404 {
+		t.Fatalf("another agent's token must get the answer of an unknown id: %d %s", a.status, a.body)
 	}
 }

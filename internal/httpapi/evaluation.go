@@ -17,6 +17,15 @@ func actsForCtx(ctx context.Context) evaluation.Authorizer {
 	return func(agentID string) bool { return p != nil && p.ActsFor(agentID) }
 }
 
+// callerCtx is the evaluation service's view of the request's principal.
+func callerCtx(ctx context.Context) evaluation.Caller {
+	c := evaluation.Caller{May: actsForCtx(ctx)}
+	if p := PrincipalOf(ctx); p != nil {
+		c.Only = p.SingleAgent()
+	}
+	return c
+}
+
 func (h *Handler) declare(w http.ResponseWriter, r *http.Request) error {
 	b, err := h.readBody(r)
 	if err != nil {
@@ -96,28 +105,19 @@ func (h *Handler) appendEvent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) appendEventOp(ctx context.Context, in *eventArgs) (evaluation.Appended, error) {
-	return h.Eval.AppendEvent(ctx, in.PlanID, in.Event, actsForCtx(ctx))
+	return h.Eval.AppendEvent(ctx, in.PlanID, in.Event, callerCtx(ctx))
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
-	ex, err := h.Eval.Execution(r.Context(), r.PathValue("planId"))
+	ex, err := h.Eval.ExecutionFor(r.Context(), r.PathValue("planId"), r.URL.Query().Get("agent_id"), callerCtx(r.Context()))
 	if err != nil {
 		return err
-	}
-	allowed := false
-	for _, a := range ex.Agents {
-		if actsFor(r)(a) {
-			allowed = true
-		}
-	}
-	if !allowed {
-		return errs.E(errs.Forbidden, "token may not act for the agents of plan %q", ex.PlanID)
 	}
 	limit, err := queryInt(r, "limit")
 	if err != nil {
 		return err
 	}
-	evs, next, err := h.Eval.EventsPage(r.Context(), ex.PlanID, evaluation.EventsPageRequest{Limit: limit, NextToken: r.URL.Query().Get("nextToken")})
+	evs, next, err := h.Eval.EventsPage(r.Context(), ex, evaluation.EventsPageRequest{Limit: limit, NextToken: r.URL.Query().Get("nextToken")})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,12 @@ type Handler struct {
 	// MCP serves POST /mcp once the handler has authorised the request
 	// (internal/mcpapi.Mount sets it; nil answers 404).
 	MCP http.Handler
+	// MCPAllowedOrigins are the browser origins ("https://host:port") that
+	// may call /mcp. A request whose Origin header is present and not
+	// listed is refused with 403 (the MCP specification's defence against
+	// DNS rebinding); requests without Origin (non-browser clients) are
+	// served. Empty: no browser origin is allowed.
+	MCPAllowedOrigins []string
 	// Console serves the web console at /console; nil answers its routes
 	// with 404 (the Lambdas that are not the API do not link it).
 	Console ConsoleAssets

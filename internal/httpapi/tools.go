@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/agentclock/clockwork/internal/auth"
@@ -209,6 +210,9 @@ const (
 func (h *Handler) mcp(w http.ResponseWriter, r *http.Request) error {
 	if h.MCP == nil {
 		return errs.E(errs.NotFound, "this server does not serve MCP")
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(h.MCPAllowedOrigins, origin) {
+		return errs.E(errs.Forbidden, "origin %q may not call /mcp (allow it with -mcp-allowed-origins, MCP_ALLOWED_ORIGINS on AWS)", origin)
 	}
 	b, err := h.readBodyWithin(r, h.MaxBody+mcpEnvelopeBytes, maxDepth+mcpEnvelopeDepth)
 	if err != nil {

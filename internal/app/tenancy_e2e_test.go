@@ -1,0 +1,141 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+)
+
+// tenantAnticipation is the seed's ANTICIPATE declared for agent, bound to
+// plan, or (plan "") to the scope envelope alone.
+func tenantAnticipation(t *testing.T, antID, agent, plan, scope string) []byte {
+	return variant(t, antID, plan, func(m map[string]any) {
+		m["agent_id"] = agent
+		m["scope_envelope_id"] = scope
+		if plan == "" {
+			delete(m, "plan_id")
+		}
+	})
+}
+
+// sameAsUnknown fails unless got is the 404 that the same request names
+// with unknownID instead of id answers (so ids and owners cannot be probed).
+func sameAsUnknown(t *testing.T, got, unknown resp, id, unknownID string) {
+	t.Helper()
+	if got.status != 404 || unknown.status != 404 || strings.ReplaceAll(string(unknown.body), unknownID, id) != string(got.body) {
+		t.Fatalf("another tenant's %q answers %d %s; an unknown id answers %d %s", id, got.status, got.body, unknown.status, unknown.body)
+	}
+}
+
+// scenarioTenantsPlansApart: two tenants, each a token bound to one agent,
+// reuse one scope envelope and one plan id. Neither's declarations bind to
+// the other's plan, neither reads, appends to or completes the other's
+// execution, and a plan id declared first by one does not block the other
+// (issue 27, findings 1 and 4).
+func scenarioTenantsPlansApart(t *testing.T) {
+	e := startEnv(t)
+	const scope = "scope-shared"
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-a", "agent-a", "", scope), tenantA))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-b", "agent-b", "", scope), tenantB))
+
+	// A's first event for plan P, without agent_id, binds A's declaration only.
+	first := event("p-1", "TOOL_REQUEST", "tool", "iam_create_user", "arguments", map[string]any{"user": "alice"}, "scope_envelope_id", scope)
+	e.must(202, e.call("POST", "/v1/executions/plan-p/events", first, tenantA))
+	var page struct {
+		Execution struct {
+			AgentID string   `json:"agent_id"`
+			Bound   []string `json:"bound"`
+			Agents  []string `json:"agents"`
+		} `json:"execution"`
+		Events []map[string]any `json:"events"`
+	}
+	e.must(200, e.call("GET", "/v1/executions/plan-p/events", nil, tenantA)).json(t, &page)
+	if page.Execution.AgentID != "agent-a" || strings.Join(page.Execution.Bound, ",") != "ant-a" || strings.Join(page.Execution.Agents, ",") != "agent-a" {
+		t.Fatalf("A's plan binds %v for %v (%s); want ant-a for agent-a alone", page.Execution.Bound, page.Execution.Agents, page.Execution.AgentID)
+	}
+	// B can neither read A's events nor complete A's plan, and learns
+	// nothing it would not learn of a plan that does not exist.
+	sameAsUnknown(t, e.call("GET", "/v1/executions/plan-p/events", nil, tenantB),
+		e.call("GET", "/v1/executions/plan-nobody/events", nil, tenantB), "plan-p", "plan-nobody")
+	complete := event("p-done", "PLAN_COMPLETE")
+	sameAsUnknown(t, e.call("POST", "/v1/executions/plan-p/events", complete, tenantB),
+		e.call("POST", "/v1/executions/plan-nobody/events", complete, tenantB), "plan-p", "plan-nobody")
+	e.must(403, e.call("POST", "/v1/executions/plan-p/events", event("p-done", "PLAN_COMPLETE", "agent_id", "agent-a"), tenantB))
+	e.must(200, e.call("GET", "/v1/executions/plan-p/events", nil, tenantA)).json(t, &page)
+	if len(page.Events) != 1 {
+		t.Fatalf("A's plan has %d events; B's attempts must add none", len(page.Events))
+	}
+	// B's anticipation is still open: A's plan did not seal it.
+	var ant struct{ Sealed bool }
+	e.must(200, e.call("GET", "/v1/anticipations/ant-b", nil, tenantB)).json(t, &ant)
+	if ant.Sealed {
+		t.Fatal("A's first event sealed B's anticipation")
+	}
+
+	// The other way round: B's plan under the same scope seals and grades
+	// B's declaration only, and A can still change its unsealed one.
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-a2", "agent-a", "", "scope-two"), tenantA))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-b2", "agent-b", "", "scope-two"), tenantB))
+	e.must(202, e.call("POST", "/v1/executions/plan-q/events", event("q-1", "STEP_COMPLETE", "scope_envelope_id", "scope-two"), tenantB))
+	e.must(202, e.call("POST", "/v1/executions/plan-q/events", event("q-2", "PLAN_COMPLETE"), tenantB))
+	var vs struct{ Verifications []anticipate.Verification }
+	waitVerificationAs(t, e, "ant-b2", tenantB)
+	e.must(200, e.call("GET", "/v1/anticipations/ant-a2/verifications", nil, tenantA)).json(t, &vs)
+	if len(vs.Verifications) != 0 {
+		t.Fatalf("B's plan produced a VERIFY of A's anticipation: %+v", vs.Verifications)
+	}
+	e.must(200, e.call("GET", "/v1/anticipations/ant-a2", nil, tenantA)).json(t, &ant)
+	if ant.Sealed {
+		t.Fatal("B's events sealed A's anticipation")
+	}
+	e.must(200, e.call("PUT", "/v1/anticipations/ant-a2", tenantAnticipation(t, "ant-a2", "agent-a", "", "scope-three"), tenantA))
+
+	// A plan id declared first by B neither blocks nor joins A's plan.
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-bx", "agent-b", "plan-x", scope), tenantB))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-ax", "agent-a", "plan-x", scope), tenantA))
+	e.must(202, e.call("POST", "/v1/executions/plan-x/events", event("x-1", "STEP_COMPLETE"), tenantA))
+	e.must(200, e.call("GET", "/v1/executions/plan-x/events", nil, tenantA)).json(t, &page)
+	if strings.Join(page.Execution.Bound, ",") != "ant-ax" {
+		t.Fatalf("A's plan-x binds %v; want ant-ax alone", page.Execution.Bound)
+	}
+	sameAsUnknown(t, e.call("GET", "/v1/executions/plan-x/events", nil, tenantB),
+		e.call("GET", "/v1/executions/plan-nobody/events", nil, tenantB), "plan-x", "plan-nobody")
+	e.must(202, e.call("POST", "/v1/executions/plan-x/events", event("x-1", "STEP_COMPLETE"), tenantB))
+	e.must(200, e.call("GET", "/v1/executions/plan-x/events", nil, tenantB)).json(t, &page)
+	if strings.Join(page.Execution.Bound, ",") != "ant-bx" || len(page.Events) != 1 {
+		t.Fatalf("B's plan-x binds %v with %d events; want ant-bx alone with its one event", page.Execution.Bound, len(page.Events))
+	}
+
+	// A token acting for both agents names the agent when the plan id is
+	// both agents'; agent_id selects the reading too.
+	problem(t, e.must(400, e.call("GET", "/v1/executions/plan-x/events", nil)))
+	e.must(200, e.call("GET", "/v1/executions/plan-x/events?agent_id=agent-a", nil)).json(t, &page)
+	if strings.Join(page.Execution.Bound, ",") != "ant-ax" {
+		t.Fatalf("agent_id=agent-a reads %v", page.Execution.Bound)
+	}
+
+	// Another tenant's anticipation ids answer as unknown ones.
+	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-a", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz", nil, tenantB), "ant-a", "ant-zz")
+	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-a/verifications", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz/verifications", nil, tenantB), "ant-a", "ant-zz")
+	sameAsUnknown(t, e.call("PUT", "/v1/anticipations/ant-a2", tenantAnticipation(t, "ant-a2", "agent-b", "", scope), tenantB),
+		e.call("PUT", "/v1/anticipations/ant-zz", tenantAnticipation(t, "ant-zz", "agent-b", "", scope), tenantB), "ant-a2", "ant-zz")
+}
+
+// waitVerificationAs waits for the VERIFY of antID, read with token.
+func waitVerificationAs(t *testing.T, e *testEnv, antID, token string) anticipate.Verification {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var out struct{ Verifications []anticipate.Verification }
+		e.must(200, e.call("GET", "/v1/anticipations/"+antID+"/verifications", nil, token)).json(t, &out)
+		if len(out.Verifications) == 1 {
+			return out.Verifications[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no VERIFY of %s", antID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

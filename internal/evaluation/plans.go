@@ -1,0 +1,169 @@
+package evaluation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Caller is who makes a request: the agents it may act for, and the one
+// agent its token names when it names exactly one (empty when it names
+// several, or "*").
+type Caller struct {
+	May  Authorizer
+	Only string
+}
+
+// planAgent decides which agent's execution of planID an event (or a read)
+// addresses. An execution belongs to exactly one agent: the one the event
+// names; else the caller's single agent; else, for a caller acting for
+// several agents, the one of them whose declarations or execution the plan
+// id already names; "" when none of them does. Errors: Forbidden when the
+// event names an agent the caller may not act for (whatever is stored);
+// Invalid naming agent_id when several of the caller's agents do.
+func planAgent(ctx context.Context, tx *store.Tx, planID, named string, c Caller) (string, error) {
+	if named != "" {
+		if !c.May(named) {
+			return "", forbidden(named)
+		}
+		return named, nil
+	}
+	if c.Only != "" {
+		return c.Only, nil
+	}
+	var agents []string
+	add := func(a string) {
+		if a != "" && c.May(a) && !slices.Contains(agents, a) {
+			agents = append(agents, a)
+		}
+	}
+	declared, err := tx.Lookup(ctx, lookupBound, planBoundPK(planID))
+	if err != nil {
+		return "", err
+	}
+	for _, it := range declared {
+		rec, err := decode[AnticipationRecord](it)
+		if err != nil {
+			return "", err
+		}
+		add(rec.AgentID)
+	}
+	running, err := tx.Lookup(ctx, lookupPlans, plansPK(planID))
+	if err != nil {
+		return "", err
+	}
+	for _, it := range running {
+		ex, err := decode[Execution](it)
+		if err != nil {
+			return "", err
+		}
+		add(ex.Owner())
+	}
+	if legacy, ok, err := tx.Get(ctx, executionKey(legacyExecutionPK(planID))); err != nil {
+		return "", err
+	} else if ok {
+		ex, err := decode[Execution](legacy)
+		if err != nil {
+			return "", err
+		}
+		add(ex.Owner())
+	}
+	switch len(agents) {
+	case 0:
+		return "", nil
+	case 1:
+		return agents[0], nil
+	default:
+		slices.Sort(agents)
+		return "", errs.Fields("the agent of the plan is ambiguous", []errs.FieldError{{Path: "agent_id",
+			Message: fmt.Sprintf("is required: plan %q is declared for several agents this token acts for (%s); name one", planID, strings.Join(agents, ", "))}})
+	}
+}
+
+// loadExecution reads agentID's execution of planID in tx: at its key, or
+// where an execution stored before plans were namespaced lies, when that
+// one belongs to agentID. A missing execution is returned as a new one at
+// its key, with exists false; both keys read are tracked.
+func loadExecution(ctx context.Context, tx *store.Tx, agentID, planID string) (ex *Execution, exists bool, err error) {
+	pk := executionPK(agentID, planID)
+	it, ok, err := tx.Get(ctx, executionKey(pk))
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		if it, ok, err = tx.Get(ctx, executionKey(legacyExecutionPK(planID))); err != nil {
+			return nil, false, err
+		}
+		if ok {
+			if ex, err = decode[Execution](it); err != nil {
+				return nil, false, err
+			}
+			if ex.Owner() == agentID {
+				ex.pk = legacyExecutionPK(planID)
+				return ex, true, nil
+			}
+			ok = false
+		}
+	}
+	if !ok {
+		return &Execution{PlanID: planID, AgentID: agentID, Agents: []string{agentID}, pk: pk}, false, nil
+	}
+	if ex, err = decode[Execution](it); err != nil {
+		return nil, false, err
+	}
+	ex.pk = pk
+	return ex, true, nil
+}
+
+// Execution returns agentID's execution of planID, or NotFound. It does
+// not authorise: callers answering a request use ExecutionFor.
+func (s *Service) Execution(ctx context.Context, agentID, planID string) (*Execution, error) {
+	var ex *Execution
+	var exists bool
+	err := store.Update(ctx, s.store, func(tx *store.Tx) (err error) {
+		ex, exists, err = loadExecution(ctx, tx, agentID, planID)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if !exists {
+		return nil, noExecution(planID)
+	}
+	return ex, nil
+}
+
+// ExecutionFor returns the execution of planID that the caller reads: that
+// of agentID when it names one, else of the caller's single agent, else of
+// the one agent among those the caller acts for that runs the plan.
+// Errors: NotFound when there is none (another agent's execution of the
+// same plan id answers exactly so); Forbidden when agentID names an agent
+// the caller may not act for; Invalid naming agent_id when the caller acts
+// for several agents that each run the plan.
+func (s *Service) ExecutionFor(ctx context.Context, planID, agentID string, c Caller) (*Execution, error) {
+	var ex *Execution
+	var exists bool
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		agent, err := planAgent(ctx, tx, planID, agentID, c)
+		if err != nil || agent == "" {
+			return err
+		}
+		ex, exists, err = loadExecution(ctx, tx, agent, planID)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if !exists {
+		return nil, noExecution(planID)
+	}
+	return ex, nil
+}
+
+func noExecution(planID string) error {
+	return errs.E(errs.NotFound, "no execution of plan %q", planID)
+}
