@@ -129,6 +129,15 @@ func TestServerPrintsAddressAndToken(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "not loopback") {
 		t.Fatalf("non-loopback without tokens: %v %s", err, out)
 	}
+	// And with one, not in clear: TLS or a proxy that terminates it.
+	tokensFile := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(tokensFile, []byte(`{"tokens":[{"token":"t","principal":"p","scopes":["read"],"agents":["*"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "-addr", "0.0.0.0:0", "-data", t.TempDir(), "-tokens", tokensFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-tls-cert") {
+		t.Fatalf("non-loopback in clear: %v %s", err, out)
+	}
 }
 
 // TestKill9LosesNothing kills the real server with SIGKILL several times
@@ -180,7 +189,7 @@ func TestKill9LosesNothing(t *testing.T) {
 		time.Sleep(time.Duration(200+round*150) * time.Millisecond)
 		s.kill9()
 		time.Sleep(300 * time.Millisecond)
-		s = startServer(t, bin, "-data", data, "-tokens", tokens)
+		s = startServer(t, bin, "-data", data, "-tokens", tokens, "-allow-private-agents")
 		s.token = token
 	}
 	defer s.kill9()
@@ -275,11 +284,11 @@ func TestKill9RestartCatchesUpWhatCameDue(t *testing.T) {
 	raise("due", nDue, func(i int) time.Time { return firstDue.Add(time.Duration(i) * 5 * time.Millisecond) })
 	s.kill9()
 	time.Sleep(time.Until(firstDue.Add(nDue*5*time.Millisecond + 200*time.Millisecond)))
-	s = startServer(t, bin, "-data", data, "-tokens", tokens)
+	s = startServer(t, bin, "-data", data, "-tokens", tokens, "-allow-private-agents")
 	s.token = token
 	time.Sleep(30 * time.Millisecond)
 	s.kill9()
-	s = startServer(t, bin, "-data", data, "-tokens", tokens)
+	s = startServer(t, bin, "-data", data, "-tokens", tokens, "-allow-private-agents")
 	s.token = token
 	defer s.kill9()
 	if code, _ := s.call(t, "GET", "/v1/agents/agent-1/expectations/later-000", nil); code != 200 {

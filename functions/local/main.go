@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/metrics/prom"
 	"github.com/agentclock/clockwork/internal/outbox"
+	"github.com/agentclock/clockwork/internal/serve"
 )
 
 func main() {
@@ -44,13 +46,13 @@ func run() error {
 	data := flag.String("data", "./data", "directory of the embedded store")
 	tokens := flag.String("tokens", "", `tokens file {"tokens":[{"token","principal","scopes":[...],"agents":[...]}]}; without it a token with every scope is generated and printed, and the server listens on loopback only`)
 	maxLineage := flag.Int("max-lineage", 16, "bound on supersede lineage")
-	allowPrivate := flag.Bool("allow-private-agents", true, "let lapse tasks reach agents on loopback and private addresses")
+	allowPrivate := flag.Bool("allow-private-agents", false, "let lapse tasks reach agents on loopback and private addresses (default: true in the first session, without -tokens on loopback; false otherwise)")
 	timekeepers := flag.Bool("send-to-timekeepers", false, "send lapse tasks also to agents whose card says keepsTime: true")
 	attempts := flag.Int("delivery-attempts", 8, "delivery attempts before a lapse task is dead-lettered")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
-	allowPrivateJudge := flag.Bool("allow-private-judge", true, "let the judge be on loopback or a private address")
+	allowPrivateJudge := flag.Bool("allow-private-judge", false, "let the judge be on loopback or a private address (default: as -allow-private-agents)")
 	streamFaults := flag.Bool("aws-stream-faults", false, "AWS mode, for tests: the stream poller delivers records out of order across items, 10% twice, and cuts 10% of batches off mid-way as a timed-out function would")
 	judgeKind := flag.String("judge", "", "kind of model judge: http (this project's judge protocol at -judge-url; the default when -judge-url is given), openai (an OpenAI-compatible Chat Completions API at base URL -judge-url, key in $JUDGE_API_KEY), bedrock (Amazon Bedrock Converse; -judge-url overrides its endpoint)")
 	judgeModel := flag.String("judge-model", "", "model of the openai judge, model id of the bedrock judge")
@@ -62,6 +64,10 @@ func run() error {
 	timerQueue := flag.String("timer-queue", "", `AWS mode: SQS timer queue of the clock (default <table>-timers; created if missing, with <name>-dlq); "off": one schedule per instant, whose early fires are lost`)
 	precision := flag.Duration("scheduler-precision", 60*time.Second, "AWS mode: the Scheduler firing precision the clock plans for and the emulated Scheduler has")
 	schedulerFaults := flag.Bool("scheduler-faults", false, "AWS mode: the emulated Scheduler fires each schedule anywhere from precision-1s early to precision late, a fifth twice, one in twenty never")
+	tlsCert := flag.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS with; reloaded when the file changes")
+	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
+	behindProxy := flag.Bool("behind-proxy", false, "a TLS proxy terminates in front: serve plain HTTP beyond loopback, and refuse requests without X-Forwarded-Proto: https")
+	mcpOrigins := flag.String("mcp-allowed-origins", "", "comma-separated browser origins (https://host:port) that may call /mcp; requests with any other Origin are refused")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
 	flag.Parse()
 
@@ -70,6 +76,25 @@ func run() error {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	listen := serve.Listen{Addr: *addr, Tokens: *tokens != "", CertFile: *tlsCert, KeyFile: *tlsKey, BehindProxy: *behindProxy}
+	if err := listen.Check(); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["allow-private-agents"] {
+		*allowPrivate = listen.PrivateByDefault()
+	}
+	if !set["allow-private-judge"] {
+		*allowPrivateJudge = *allowPrivate
+	}
+	var allowedOrigins []string
+	for _, o := range strings.Split(*mcpOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allowedOrigins = append(allowedOrigins, o)
+		}
+	}
 
 	var authn *auth.Authenticator
 	var generated string
@@ -80,13 +105,6 @@ func run() error {
 		}
 		authn = a
 	} else {
-		host, _, err := net.SplitHostPort(*addr)
-		if err != nil {
-			return fmt.Errorf("-addr: %w", err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return fmt.Errorf("-addr %s is not loopback: give -tokens to listen beyond this machine", *addr)
-		}
 		generated = auth.Generate()
 		authn, _ = auth.New([]auth.TokenSpec{{Token: generated, Principal: "local", Scopes: auth.AllScopes, Agents: []string{"*"}}})
 	}
@@ -129,7 +147,7 @@ func run() error {
 		}
 		rt, err := awsrt.New(context.Background(), awsrt.Config{
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
-			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers,
+			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
 			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
@@ -166,9 +184,9 @@ func run() error {
 		rules.MaxLineage = *maxLineage
 		a, err := app.Start(app.Config{
 			DataDir: *data, Auth: authn, Log: log, Rules: rules,
-			AllowPrivateAgents: *allowPrivate,
-			Outbox:             outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
-			JudgeURL:           *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
+			AllowPrivateAgents: *allowPrivate, MCPAllowedOrigins: allowedOrigins,
+			Outbox:   outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
+			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
 			Metrics: rec,
 		})
@@ -178,14 +196,20 @@ func run() error {
 		handler = a.Handler
 		closeRuntime = a.Close
 	}
-	ln, err := net.Listen("tcp", *addr)
+	raw, err := net.Listen("tcp", *addr)
 	if err != nil {
 		closeRuntime()
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	fmt.Printf("clockwork listening on http://%s (data in %s)\n", ln.Addr(), *data)
-	fmt.Printf("web console: http://%s/console\n", ln.Addr())
+	ln, err := listen.Wrap(raw, log)
+	if err != nil {
+		raw.Close()
+		closeRuntime()
+		return err
+	}
+	srv := &http.Server{Handler: listen.Handler(handler), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	fmt.Printf("clockwork listening on %s://%s (data in %s)\n", listen.Scheme(), ln.Addr(), *data)
+	fmt.Printf("web console: %s://%s/console\n", listen.Scheme(), ln.Addr())
 	if generated != "" {
 		fmt.Printf("token (every scope, every agent; printed once): %s\n", generated)
 	}

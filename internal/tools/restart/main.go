@@ -127,7 +127,7 @@ func start(bin, data, tokens string) *server {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := &server{url: "http://" + addr, client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	s.cmd = exec.Command(bin, "-addr", addr, "-data", data, "-tokens", tokens, "-log-level", "warn")
+	s.cmd = exec.Command(bin, "-addr", addr, "-data", data, "-tokens", tokens, "-allow-private-agents", "-log-level", "warn")
 	stderr, _ := s.cmd.StderrPipe()
 	s.cmd.Stdout = io.Discard
 	s.started = time.Now()
