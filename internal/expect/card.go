@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/jsonwalk"
 )
 
 // Protocol versions a Card can carry.
@@ -50,6 +51,12 @@ func ParseCard(agentID string, raw []byte) (Card, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		c.Add("", "the agent card must be a JSON object")
+		return Card{}, c.Err(msg)
+	}
+	// Names are matched regardless of letter case by the decoder: a card
+	// with both "url" and "URL" would be shown by one and used by the other.
+	if path, other, found := jsonwalk.CaseVariantKey(raw); found {
+		c.Add(path, "repeats %q but for letter case (field names must be unique regardless of case)", other)
 		return Card{}, c.Err(msg)
 	}
 

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/jsonwalk"
 )
 
 // readBody reads the whole body within the handler's limit.
@@ -47,7 +49,49 @@ func checkBody(b []byte, limit int64, depth int) error {
 	if d := jsonDepth(b); d > depth {
 		return errs.Fields("body nested too deeply", []errs.FieldError{{Path: "", Message: fmt.Sprintf("JSON nesting deeper than %d", depth)}})
 	}
+	// encoding/json would replace such bytes with U+FFFD silently, and a
+	// fact that sends U+FFFD would then match what was stored.
+	if path, bad := jsonwalk.InvalidString(b); bad {
+		return errs.Fields("invalid text", []errs.FieldError{{Path: path, Message: "is not valid UTF-8 (or holds an unpaired surrogate escape)"}})
+	}
 	return nil
+}
+
+// checkText wraps a route's handler so that a path parameter or a query
+// parameter (name or value) that is not valid UTF-8 is refused, naming it,
+// before the handler reads it.
+func checkText(pattern string, fn func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	var names []string
+	for rest := pattern; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			break
+		}
+		names = append(names, strings.TrimSuffix(rest[i+1:i+j], "..."))
+		rest = rest[i+j:]
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		for _, n := range names {
+			if !utf8.ValidString(r.PathValue(n)) {
+				return errs.Fields("invalid text", []errs.FieldError{{Path: n, Message: "is not valid UTF-8"}})
+			}
+		}
+		for k, vs := range r.URL.Query() {
+			if !utf8.ValidString(k) {
+				return errs.Fields("invalid text", []errs.FieldError{{Path: strings.ToValidUTF8(k, "\ufffd"), Message: "is a query parameter name that is not valid UTF-8"}})
+			}
+			for _, v := range vs {
+				if !utf8.ValidString(v) {
+					return errs.Fields("invalid text", []errs.FieldError{{Path: k, Message: "is not valid UTF-8"}})
+				}
+			}
+		}
+		return fn(w, r)
+	}
 }
 
 const maxDepth = 32

@@ -134,6 +134,7 @@ func New(w *watcher.Service, eval *evaluation.Service, a Authenticator, log *slo
 			continue
 		}
 		h.patterns = append(h.patterns, rt.Pattern)
+		rt.fn = checkText(rt.Pattern, rt.fn)
 		switch {
 		case rt.Public:
 			fn := rt.fn
