@@ -75,11 +75,11 @@ type Config struct {
 	// TrustAuthorizer (TRUST_AUTHORIZER, the deployed API function) takes
 	// the principal from API Gateway's Lambda authorizer instead of checking
 	// tokens (internal/authorizer); the tokens settings are then unused.
-	TrustAuthorizer      bool
-	AllowPrivateAgents   bool   // ALLOW_PRIVATE_AGENTS (default false)
+	TrustAuthorizer    bool
+	AllowPrivateAgents bool // ALLOW_PRIVATE_AGENTS (default false)
 	// MCPAllowedOrigins (MCP_ALLOWED_ORIGINS, comma-separated) are the
 	// browser origins that may call /mcp (httpapi.Handler).
-	MCPAllowedOrigins []string
+	MCPAllowedOrigins    []string
 	SendToTimekeepers    bool   // SEND_TO_TIMEKEEPERS (default false)
 	MaxLineage           int    // MAX_LINEAGE (default 16)
 	DeliveryAttempts     int    // DELIVERY_ATTEMPTS (default 8)
