@@ -118,13 +118,21 @@ func NewSender(opts Options) *Sender {
 		inner = http.DefaultTransport
 	}
 	client.Transport = &recordingTransport{base: &tlsTransports{base: inner, by: map[[32]byte]http.RoundTripper{}}}
+	// A redirect never carries a credential to another origin: neither the
+	// headers the SDK sets (Go keeps custom ones across hosts, and
+	// Authorization across ports) nor those this transport adds per hop.
+	client.CheckRedirect = sameOriginRedirects(base.CheckRedirect, carriesCredentials)
+	// Token requests carry the client secret (in the body too, which a 307
+	// repeats), and a discovery document names where it goes.
+	tokenClient := *base
+	tokenClient.CheckRedirect = sameOriginRedirects(base.CheckRedirect, always)
 
 	factory := a2aclient.NewFactory(
 		a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(&client),
 		a2aclient.WithCallInterceptors(&a2aclient.AuthInterceptor{Service: credentialsService{}}),
 	)
-	return &Sender{timeout: timeout, factory: factory, http: &client, creds: opts.Credentials, tokens: newTokenCache(base)}
+	return &Sender{timeout: timeout, factory: factory, http: &client, creds: opts.Credentials, tokens: newTokenCache(&tokenClient)}
 }
 
 // Outcome is what one delivered lapse task came back with.
@@ -392,7 +400,7 @@ func Permanent(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, netguard.ErrTooManyRedirects) {
+	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, netguard.ErrTooManyRedirects) || errors.Is(err, ErrCrossOriginRedirect) {
 		return true
 	}
 	var appErr *errs.Error
