@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +33,9 @@ type authPlan struct {
 	// schemes are the names of the requirement chosen (sorted); missing
 	// those of them without credentials.
 	schemes, missing []string
+	// unbound are the missing schemes whose stored credentials were bound
+	// to another endpoint or token URL than the card's.
+	unbound []string
 	// sdkScheme/sdkCredential go through the SDK's AuthInterceptor (1.0
 	// agents): the first HTTP bearer, OAuth 2.0 or header API key scheme.
 	sdkScheme     string
@@ -93,6 +98,19 @@ func (s *Sender) plan(ctx context.Context, card expect.Card) (*authPlan, error) 
 			return nil, err
 		}
 	}
+	// Credentials stored for another endpoint or token URL than the card
+	// now names are never sent (a card PUT drops them; this also covers a
+	// send racing that PUT, and credentials stored before they were bound).
+	for name, secret := range set {
+		if secret.Bound != card.CredentialBinding(name) {
+			if len(p.unbound) == 0 {
+				set = maps.Clone(set) // the source's cached copy stays intact
+			}
+			delete(set, name)
+			p.unbound = append(p.unbound, name)
+		}
+	}
+	slices.Sort(p.unbound)
 	p.schemes = chooseRequirement(card, set)
 	byHand := card.ProtocolVersion == expect.ProtocolV03
 	for _, name := range p.schemes {
@@ -207,6 +225,9 @@ type AuthError struct {
 	// Schemes are the scheme names of the requirement that was tried;
 	// Missing those of them that had no credentials.
 	Schemes, Missing []string
+	// Unbound are the schemes whose stored credentials were not sent
+	// because they were stored for another endpoint or token URL.
+	Unbound []string
 	// StatusCode is the agent's HTTP status (0 when no request reached it).
 	StatusCode int
 	// Err is the underlying error.
@@ -236,6 +257,9 @@ func (e *AuthError) Error() string {
 	}
 	if len(e.Missing) > 0 {
 		fmt.Fprintf(&b, " (none configured for %s: PUT /v1/agents/{agentId}/credentials)", quoteList(e.Missing))
+	}
+	if len(e.Unbound) > 0 {
+		fmt.Fprintf(&b, " (those stored for %s were stored for another endpoint or token URL than the card names; PUT them again for this card)", quoteList(e.Unbound))
 	}
 	return b.String()
 }

@@ -37,7 +37,7 @@ func benchPlan(b *testing.B, useTLS bool, security []a2atest.Security, set crede
 	}
 	agent.Require(security...)
 	card := parseAgentCard(&testing.T{}, agent)
-	s := NewSender(Options{HTTPClient: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: true}, 0), Credentials: &staticCreds{set: set}})
+	s := NewSender(Options{HTTPClient: netguard.NewHTTPClient(netguard.Guard{AllowPrivate: true}, 0), Credentials: (&staticCreds{set: set}).storedFor(card)})
 	ctx := context.Background()
 	req, _ := http.NewRequest(http.MethodPost, card.URL, nil)
 	b.ReportAllocs()
@@ -110,7 +110,7 @@ func BenchmarkSendWithCredentials(b *testing.B) {
 			}
 			agent.Require(tc.security...)
 			card := parseAgentCard(&testing.T{}, agent)
-			s := NewSender(Options{HTTPClient: client, Credentials: &staticCreds{set: tc.set}})
+			s := NewSender(Options{HTTPClient: client, Credentials: (&staticCreds{set: tc.set}).storedFor(card)})
 			ctx := context.Background()
 			if _, err := s.SendLapse(ctx, card, testMessage()); err != nil {
 				b.Fatal(err)

@@ -17,16 +17,34 @@ import (
 	"github.com/agentclock/clockwork/internal/netguard"
 )
 
-// staticCreds is a CredentialSource over one Set, replaceable (rotation).
+// staticCreds is a CredentialSource over one Set, replaceable (rotation),
+// stored for the card given to storedFor as the credentials service stores
+// them (each secret bound to the card's CredentialBinding at the time).
 type staticCreds struct {
-	mu  sync.Mutex
-	set credentials.Set
+	mu   sync.Mutex
+	set  credentials.Set
+	card *expect.Card
+}
+
+// storedFor binds the secrets to card as a PUT of credentials does.
+func (s *staticCreds) storedFor(card expect.Card) *staticCreds {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.card = &card
+	return s
 }
 
 func (s *staticCreds) Load(context.Context, string) (credentials.Set, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.set, nil
+	out := credentials.Set{}
+	for name, secret := range s.set {
+		if s.card != nil {
+			secret.Bound = s.card.CredentialBinding(name)
+		}
+		out[name] = secret
+	}
+	return out, nil
 }
 
 func (s *staticCreds) put(set credentials.Set) {
@@ -150,7 +168,7 @@ func TestSendWithCredentials(t *testing.T) {
 				if len(card.Security) != 1 || card.SecuritySchemes[tc.name].Type == "" {
 					t.Fatalf("card security = %+v %+v", card.SecuritySchemes, card.Security)
 				}
-				creds := &staticCreds{}
+				creds := (&staticCreds{}).storedFor(card)
 				s := authSender(creds, roots)
 
 				// Missing credentials: refused, the error says none are configured.
@@ -208,7 +226,7 @@ func TestOAuth2TokenCache(t *testing.T) {
 				return !refuseAll && tokens.Valid(tok)
 			}))
 			card := parseAgentCard(t, agent)
-			s := authSender(&staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "cs", Scopes: []string{"lapses"}}}}, nil)
+			s := authSender((&staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "cs", Scopes: []string{"lapses"}}}}).storedFor(card), nil)
 			send := func() error { _, err := s.SendLapse(context.Background(), card, testMessage()); return err }
 
 			for i := 0; i < 3; i++ {
@@ -274,7 +292,7 @@ func TestTokenEndpointRefusal(t *testing.T) {
 	agent := a2atest.NewAgent(t, "1.0")
 	agent.Require(a2atest.OAuth2("oauth", tokens.TokenURL(), tokens.Valid))
 	card := parseAgentCard(t, agent)
-	s := authSender(&staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "nope-secret"}}}, nil)
+	s := authSender((&staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "nope-secret"}}}).storedFor(card), nil)
 	_, err := s.SendLapse(context.Background(), card, testMessage())
 	var ee *EndpointError
 	if !errors.As(err, &ee) || ee.StatusCode != 401 || !Permanent(err) || !strings.Contains(err.Error(), `"oauth"`) {
@@ -285,7 +303,7 @@ func TestTokenEndpointRefusal(t *testing.T) {
 	}
 
 	// The guard: a sender that may not reach loopback does not fetch the token.
-	guarded := NewSender(Options{Credentials: &staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "cs"}}}})
+	guarded := NewSender(Options{Credentials: (&staticCreds{set: credentials.Set{"oauth": {ClientID: "clockwork", ClientSecret: "cs"}}}).storedFor(card)})
 	if _, err := guarded.SendLapse(context.Background(), card, testMessage()); !errors.Is(err, netguard.ErrRefused) || !Permanent(err) {
 		t.Fatalf("token endpoint on loopback through the guard: %v", err)
 	}
@@ -296,7 +314,7 @@ func TestTokenEndpointRefusal(t *testing.T) {
 	agent2 := a2atest.NewAgent(t, "1.0")
 	agent2.Require(a2atest.OIDC("oidc", tokens.DiscoveryURL(), tokens.Valid))
 	card2 := parseAgentCard(t, agent2)
-	guarded = NewSender(Options{Credentials: &staticCreds{set: credentials.Set{"oidc": {ClientID: "clockwork", ClientSecret: "cs"}}}})
+	guarded = NewSender(Options{Credentials: (&staticCreds{set: credentials.Set{"oidc": {ClientID: "clockwork", ClientSecret: "cs"}}}).storedFor(card2)})
 	if _, err := guarded.SendLapse(context.Background(), card2, testMessage()); !errors.Is(err, netguard.ErrRefused) {
 		t.Fatalf("discovery on loopback through the guard: %v", err)
 	}

@@ -3,10 +3,10 @@ package a2aout
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/agentclock/clockwork/internal/expect"
 )
 
 // ErrCrossOriginRedirect is the error of a request carrying credentials
@@ -16,30 +16,8 @@ import (
 // other than the one it was stored for. Permanent reports it as permanent.
 var ErrCrossOriginRedirect = errors.New("redirect to another origin refused: credentials are sent only to the origin they were stored for")
 
-// Origin returns the scheme, host and port of u ("https://host:443"), the
-// unit to which credentials are bound. Ports are explicit, so that
-// https://h and https://h:443 are one origin.
-func Origin(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		switch strings.ToLower(u.Scheme) {
-		case "https":
-			port = "443"
-		case "http":
-			port = "80"
-		}
-	}
-	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
-}
-
-// OriginOf is Origin of a URL string ("" when it does not parse).
-func OriginOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return Origin(u)
-}
+// Origin returns the scheme, host and port of u (expect.OriginOf).
+func Origin(u *url.URL) string { return expect.OriginOf(u.String()) }
 
 // sameOriginRedirects returns a CheckRedirect that refuses a redirect to
 // another origin than the first request's when authenticated says the

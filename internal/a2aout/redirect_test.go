@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/credentials"
+	"github.com/agentclock/clockwork/internal/expect"
 )
 
 // catcher is a server on another origin that records every request a
@@ -74,7 +76,9 @@ func TestRedirectCarriesNoCredential(t *testing.T) {
 				card := parseAgentCard(t, agent)
 				away := newCatcher(t)
 				card.URL = redirector(t, away.URL).URL + "/a2a"
-				s := authSender(&staticCreds{set: credentials.Set{tc.name: tc.right(env)}}, (*x509.CertPool)(nil))
+				// The agent's own endpoint redirects: its credentials were stored
+				// for it.
+				s := authSender((&staticCreds{set: credentials.Set{tc.name: tc.right(env)}}).storedFor(card), (*x509.CertPool)(nil))
 				_, err := s.SendLapse(context.Background(), card, testMessage())
 				if !errors.Is(err, ErrCrossOriginRedirect) || !Permanent(err) {
 					t.Fatalf("send: %v (permanent %v)", err, Permanent(err))
@@ -115,7 +119,7 @@ func TestTokenRequestNotRedirected(t *testing.T) {
 				agent.Require(a2atest.OIDC(kind, redirect.URL+"/.well-known/openid-configuration", func(string) bool { return true }))
 			}
 			card := parseAgentCard(t, agent)
-			s := authSender(&staticCreds{set: credentials.Set{kind: {ClientID: "clockwork", ClientSecret: "cs-secret"}}}, nil)
+			s := authSender((&staticCreds{set: credentials.Set{kind: {ClientID: "clockwork", ClientSecret: "cs-secret"}}}).storedFor(card), nil)
 			_, err := s.SendLapse(context.Background(), card, testMessage())
 			if !errors.Is(err, ErrCrossOriginRedirect) || !Permanent(err) {
 				t.Fatalf("send: %v", err)
@@ -142,8 +146,87 @@ func TestOrigin(t *testing.T) {
 		"not a url":                     "",
 		"https://agent.example:8443/v1": "https://agent.example:8443",
 	} {
-		if got := OriginOf(in); got != want {
+		if got := expect.OriginOf(in); got != want {
 			t.Errorf("OriginOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRepointedCardGetsNoStoredSecret: credentials stored for a card are
+// not sent once the card names another endpoint origin, or another token
+// or discovery URL, whatever kind they are: the send fails permanently
+// saying why, and the new host receives no secret.
+func TestRepointedCardGetsNoStoredSecret(t *testing.T) {
+	for _, tc := range authCases() {
+		if tc.tls {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			env := &authEnv{tokens: a2atest.NewTokenServer(t, "clockwork", "cs-right")}
+			agent := a2atest.NewAgent(t, "1.0")
+			agent.Require(tc.security(t, env))
+			card := parseAgentCard(t, agent)
+			creds := (&staticCreds{set: credentials.Set{tc.name: tc.right(env)}}).storedFor(card)
+			s := authSender(creds, nil)
+			if _, err := s.SendLapse(context.Background(), card, testMessage()); err != nil {
+				t.Fatalf("to the card they were stored for: %v", err)
+			}
+			away := newCatcher(t)
+			moved := card
+			moved.URL = away.URL + "/a2a"
+			_, err := s.SendLapse(context.Background(), moved, testMessage())
+			var ae *AuthError
+			if !errors.As(err, &ae) || len(ae.Unbound) != 1 || !Permanent(err) || !strings.Contains(err.Error(), "another endpoint") {
+				t.Fatalf("to a re-pointed card: %v", err)
+			}
+			for _, r := range away.requests() {
+				for _, secret := range []string{"tok-right", "pw-right", "key-right", "Bearer", "Basic"} {
+					if strings.Contains(r, secret) {
+						t.Fatalf("the new endpoint received a stored secret: %q", r)
+					}
+				}
+			}
+		})
+	}
+	// A token URL moved elsewhere gets no client secret either.
+	env := &authEnv{tokens: a2atest.NewTokenServer(t, "clockwork", "cs-right")}
+	agent := a2atest.NewAgent(t, "1.0")
+	agent.Require(a2atest.OAuth2("oauth2", env.tokens.TokenURL(), env.tokens.Valid))
+	card := parseAgentCard(t, agent)
+	creds := (&staticCreds{set: credentials.Set{"oauth2": {ClientID: "clockwork", ClientSecret: "cs-right"}}}).storedFor(card)
+	away := newCatcher(t)
+	moved := card
+	moved.SecuritySchemes = maps.Clone(card.SecuritySchemes)
+	sc := moved.SecuritySchemes["oauth2"]
+	sc.TokenURL = away.URL + "/token"
+	moved.SecuritySchemes["oauth2"] = sc
+	if _, err := authSender(creds, nil).SendLapse(context.Background(), moved, testMessage()); err == nil {
+		t.Fatal("sent with a moved token URL")
+	}
+	if len(away.requests()) != 0 {
+		t.Fatalf("the moved token URL received %q", away.requests())
+	}
+}
+
+// TestTokenFailureStoresOnlyItsClass: a discovery or token request that
+// fails at the socket is reported by the class of failure, not by the
+// dial error's text (refused or reset, the address), which stored on a
+// record would tell a tenant what answers at an address.
+func TestTokenFailureStoresOnlyItsClass(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	addr := closed.URL
+	closed.Close()
+	agent := a2atest.NewAgent(t, "1.0")
+	agent.Require(a2atest.OIDC("oidc", addr+"/.well-known/openid-configuration", func(string) bool { return true }))
+	card := parseAgentCard(t, agent)
+	s := authSender((&staticCreds{set: credentials.Set{"oidc": {ClientID: "clockwork", ClientSecret: "cs"}}}).storedFor(card), nil)
+	_, err := s.SendLapse(context.Background(), card, testMessage())
+	if err == nil || !strings.Contains(err.Error(), "connection failed") {
+		t.Fatalf("send: %v", err)
+	}
+	for _, leak := range []string{"refused", "dial", strings.TrimPrefix(addr, "http://")} {
+		if strings.Contains(err.Error(), leak) {
+			t.Fatalf("the error tells %q: %v", leak, err)
 		}
 	}
 }

@@ -216,7 +216,7 @@ func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out
 	// wrap names the schemes when the agent refused the credentials.
 	wrap := func(err error) error {
 		if code, _ := state.status(); code == http.StatusUnauthorized || code == http.StatusForbidden {
-			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, StatusCode: code, Err: err, tokens: plan.tokens}
+			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, Unbound: plan.unbound, StatusCode: code, Err: err, tokens: plan.tokens}
 		} else if plan.cert != nil && tlsRefusal(err) {
 			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, TLSRefused: true, Err: err}
 		}

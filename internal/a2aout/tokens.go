@@ -3,10 +3,12 @@ package a2aout
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/agentclock/clockwork/internal/credentials"
+	"github.com/agentclock/clockwork/internal/netguard"
 )
 
 // TokenExpiryMargin is how long before its expiry a cached OAuth 2.0 token
@@ -98,7 +101,7 @@ func (c *tokenCache) token(ctx context.Context, key tokenKey, tokenURL string, s
 		if errors.As(r.err, &re) && re.Response != nil {
 			return "", &EndpointError{What: "token endpoint", StatusCode: re.Response.StatusCode}
 		}
-		return "", fmt.Errorf("token endpoint: %w", redactURLError(r.err))
+		return "", fmt.Errorf("token endpoint: %w", reasonClass(r.err))
 	}
 	if r.tok.AccessToken == "" {
 		c.drop(key)
@@ -130,7 +133,7 @@ func (c *tokenCache) discover(ctx context.Context, discoveryURL string) (string,
 	req.Header.Set("Accept", "application/json")
 	res, err := c.http.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("OpenID Connect discovery: %w", err)
+		return "", fmt.Errorf("OpenID Connect discovery: %w", reasonClass(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -153,6 +156,29 @@ func (c *tokenCache) discover(ctx context.Context, discoveryURL string) (string,
 	c.oidc[discoveryURL] = discovered{tokenURL: doc.TokenEndpoint, at: time.Now()}
 	c.mu.Unlock()
 	return doc.TokenEndpoint, nil
+}
+
+// reasonClass reduces a failed outbound request to the class of its
+// failure, keeping the sentinel errors callers test for (the guard's
+// refusal, a refused redirect, a deadline): the remote's own text, a dial
+// error's address and the kind of socket error would otherwise be stored
+// on the record, an oracle for what answered at an address.
+func reasonClass(err error) error {
+	switch {
+	case errors.Is(err, netguard.ErrRefused), errors.Is(err, netguard.ErrTooManyRedirects), errors.Is(err, ErrCrossOriginRedirect):
+		return redactURLError(err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("timed out: %w", context.DeadlineExceeded)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("timed out: %w", context.DeadlineExceeded)
+	}
+	var ce *tls.CertificateVerificationError
+	if errors.As(err, &ce) {
+		return errors.New("TLS certificate not trusted")
+	}
+	return errors.New("connection failed")
 }
 
 // redactURLError keeps a transport error's cause but not the request it

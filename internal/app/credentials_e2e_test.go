@@ -233,3 +233,60 @@ func randomSecret(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// scenarioRepointedCardDropsCredentials: credentials stored for an agent's
+// card are dropped when the card is PUT again pointing at another host (the
+// answer's Clockwork-Credentials-Dropped header and GET .../credentials say
+// so), and the next lapse reaches the new host without any secret: it is
+// refused there and dead-lettered, naming the scheme (issue 27, finding 3).
+func scenarioRepointedCardDropsCredentials(t *testing.T) {
+	e := startEnv(t)
+	token := "bearer-" + randomSecret(t)
+	ag := a2atest.NewAgent(t, "1.0")
+	ag.Require(a2atest.Bearer("bearer", func(tok string) bool { return tok == token }))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID, ag.Card()))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/credentials", map[string]any{"credentials": map[string]any{"bearer": map[string]any{"token": token}}}))
+
+	// Re-PUTting the same card keeps them.
+	if r := e.must(200, e.call("PUT", "/v1/agents/"+agentID, ag.Card())); r.header.Get("Clockwork-Credentials-Dropped") != "" {
+		t.Fatalf("the same card dropped %q", r.header.Get("Clockwork-Credentials-Dropped"))
+	}
+	// The attacker's host: an agent of its own, requiring the same scheme.
+	evil := a2atest.NewAgent(t, "1.0")
+	var seen []string
+	var mu sync.Mutex
+	evil.Require(a2atest.Bearer("bearer", func(tok string) bool {
+		mu.Lock()
+		seen = append(seen, tok)
+		mu.Unlock()
+		return false
+	}))
+	evilCard := strings.ReplaceAll(string(ag.Card()), ag.URL(), strings.Replace(evil.URL(), "127.0.0.1", "localhost", 1))
+	r := e.must(200, e.call("PUT", "/v1/agents/"+agentID, []byte(evilCard)))
+	if r.header.Get("Clockwork-Credentials-Dropped") != "bearer" {
+		t.Fatalf("re-pointed card: Clockwork-Credentials-Dropped %q", r.header.Get("Clockwork-Credentials-Dropped"))
+	}
+	var conf struct {
+		Configured []string
+		Dropped    []struct{ Scheme, Reason, At string }
+	}
+	e.must(200, e.call("GET", "/v1/agents/"+agentID+"/credentials", nil)).json(t, &conf)
+	if len(conf.Configured) != 0 || len(conf.Dropped) != 1 || conf.Dropped[0].Scheme != "bearer" || !strings.Contains(conf.Dropped[0].Reason, "changed") {
+		t.Fatalf("credentials after the re-pointed card: %+v", conf)
+	}
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("moved", ts(100*time.Millisecond)))))
+	dead := e.waitRecord(agentID, "moved", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.DeadLettered })
+	if !strings.Contains(dead.Delivery.LastError, `scheme "bearer"`) {
+		t.Fatalf("dead letter: %+v", dead.Delivery)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tok := range seen {
+		if tok == token {
+			t.Fatal("the stored token reached the re-pointed endpoint")
+		}
+	}
+	if len(ag.Received()) != 0 {
+		t.Fatalf("the old endpoint received %d lapses", len(ag.Received()))
+	}
+}

@@ -48,6 +48,7 @@ var scenarios = []struct {
 	{"RaceWithdrawVersusLapse", scenarioRaceWithdrawVersusLapse},
 	{"AgentRequiresBearer", scenarioAgentRequiresBearer},
 	{"AgentRequiresOAuthAndMTLS", scenarioAgentRequiresOAuthAndMTLS},
+	{"RepointedCardDropsCredentials", scenarioRepointedCardDropsCredentials},
 	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
 	{"GoClient", scenarioGoClient},
 	{"MCPTools", scenarioMCPTools},

@@ -54,6 +54,10 @@ type Secret struct {
 	Scopes       []string `json:"scopes,omitempty"`
 	Certificate  string   `json:"certificate,omitempty"`
 	PrivateKey   string   `json:"privateKey,omitempty"`
+	// Bound is the card's CredentialBinding for the scheme when the secret
+	// was stored: where it may be sent. Load fills it; it is never read
+	// from a request body.
+	Bound string `json:"-"`
 }
 
 // String hides the secret from fmt.

@@ -24,11 +24,23 @@ const DefaultCacheTTL = 5 * time.Minute
 // scheme's type in clear for listing.
 type stored struct {
 	Schemes map[string]storedScheme `json:"schemes"`
+	// Dropped are the schemes whose credentials a card change removed, with
+	// why and when, until the next PUT of credentials.
+	Dropped map[string]Dropped `json:"dropped,omitempty"`
 }
 
 type storedScheme struct {
 	Type   string `json:"type"`
 	Sealed []byte `json:"sealed"`
+	// Bound is the card's CredentialBinding of the scheme at the PUT.
+	Bound string `json:"bound,omitempty"`
+}
+
+// Dropped says why a scheme's credentials were removed.
+type Dropped struct {
+	Scheme string `json:"scheme"`
+	Reason string `json:"reason"`
+	At     string `json:"at"`
 }
 
 // Options configure a Service.
@@ -96,7 +108,7 @@ func (s *Service) Put(ctx context.Context, card expect.Card, body []byte) ([]str
 		if err != nil {
 			return nil, errs.E(errs.Unavailable, "credentials could not be sealed; try again")
 		}
-		doc.Schemes[name] = storedScheme{Type: card.SecuritySchemes[name].Type, Sealed: sealed}
+		doc.Schemes[name] = storedScheme{Type: card.SecuritySchemes[name].Type, Sealed: sealed, Bound: card.CredentialBinding(name)}
 	}
 	data, err := json.Marshal(doc)
 	if err != nil {
@@ -138,6 +150,102 @@ func (s *Service) Configured(ctx context.Context, agentID string) ([]string, err
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// DropUnbound removes the credentials of every scheme that card no longer
+// binds where they were stored for (its A2A endpoint's origin, or the
+// scheme's token or discovery URL, changed; or the scheme is gone or of
+// another type), so that a re-pointed card never receives them, and records
+// each as Dropped. It returns what it dropped, by scheme name (none: nil).
+// Errors are the store's.
+func (s *Service) DropUnbound(ctx context.Context, card expect.Card) ([]Dropped, error) {
+	key := watcher.CredentialsKey(card.AgentID)
+	var out []Dropped
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		out = nil
+		it, ok, err := tx.Get(ctx, key)
+		if err != nil || !ok {
+			return err
+		}
+		var doc stored
+		if err := json.Unmarshal(it.Data, &doc); err != nil {
+			return fmt.Errorf("credentials: stored item of %q is malformed", card.AgentID)
+		}
+		for _, name := range sortedNames(doc.Schemes) {
+			now := card.CredentialBinding(name)
+			if was := doc.Schemes[name].Bound; now != "" && was == now {
+				continue
+			}
+			reason := "the card no longer declares the scheme"
+			if now != "" {
+				reason = "the card's endpoint, token URL or discovery URL changed: " + describeBinding(doc.Schemes[name].Bound) + " became " + now
+			}
+			d := Dropped{Scheme: name, Reason: reason, At: s.now().UTC().Format(time.RFC3339)}
+			out = append(out, d)
+			if doc.Dropped == nil {
+				doc.Dropped = map[string]Dropped{}
+			}
+			doc.Dropped[name] = d
+			delete(doc.Schemes, name)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		data, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		it.Data = data
+		tx.Put(it)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("credentials: store: %w", err)
+	}
+	if len(out) > 0 {
+		s.mu.Lock()
+		delete(s.cache, card.AgentID)
+		s.mu.Unlock()
+	}
+	return out, nil
+}
+
+func describeBinding(b string) string {
+	if b == "" {
+		return "(stored before credentials were bound)"
+	}
+	return b
+}
+
+// DroppedOf returns the schemes whose credentials a card change dropped
+// since the last PUT of credentials, sorted by scheme. Errors are the
+// store's.
+func (s *Service) DroppedOf(ctx context.Context, agentID string) ([]Dropped, error) {
+	it, err := s.store.Get(ctx, watcher.CredentialsKey(agentID))
+	if errors.Is(err, store.ErrNotFound) {
+		return []Dropped{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials: store: %w", err)
+	}
+	var doc stored
+	if err := json.Unmarshal(it.Data, &doc); err != nil {
+		return nil, fmt.Errorf("credentials: stored item of %q is malformed", agentID)
+	}
+	out := []Dropped{}
+	for _, name := range sortedNames(doc.Dropped) {
+		out = append(out, doc.Dropped[name])
+	}
+	return out, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Delete removes the agent's credentials; removing none is not an error.
@@ -202,6 +310,7 @@ func (s *Service) Load(ctx context.Context, agentID string) (Set, error) {
 		if err != nil {
 			return nil, errs.E(errs.Unavailable, "credentials for scheme %q of agent %q are malformed", name, agentID)
 		}
+		secret.Bound = sc.Bound
 		set[name] = secret
 	}
 	if s.ttl > 0 {

@@ -3,6 +3,8 @@ package expect
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -304,4 +306,46 @@ func withoutSecurity(raw []byte, top map[string]json.RawMessage) []byte {
 		return raw
 	}
 	return b
+}
+
+// CredentialBinding is where a credential stored for the card's scheme may
+// be sent: the origin of the card's A2A endpoint, and for OAuth 2.0 and
+// OpenID Connect the token or discovery URL that receives the client
+// secret. Credentials are stored with it and used only while the card
+// still gives the same binding, so re-pointing a card (its endpoint or a
+// scheme's token URL) at another host never carries a stored secret there.
+// It is "" for a scheme the card does not declare.
+func (c Card) CredentialBinding(scheme string) string {
+	s, ok := c.SecuritySchemes[scheme]
+	if !ok {
+		return ""
+	}
+	b := s.Type + " to " + OriginOf(c.URL)
+	switch s.Type {
+	case SchemeOAuth2:
+		b += " token " + s.TokenURL
+	case SchemeOpenIDConnect:
+		b += " discovery " + s.OpenIDConnectURL
+	}
+	return b
+}
+
+// OriginOf returns the scheme, host and port of a URL ("https://h:443"),
+// the unit to which credentials are bound; ports are explicit, so https://h
+// and https://h:443 are one origin. It is "" for a URL without a host.
+func OriginOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }

@@ -3,13 +3,16 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/errs"
 )
 
 // configuredResponse answers every credentials route: the scheme names the
-// agent has credentials for, never a secret.
+// agent has credentials for, never a secret; and on GET, the schemes whose
+// credentials a card change dropped since they were last PUT.
 type configuredResponse struct {
-	Configured []string `json:"configured"`
+	Configured []string              `json:"configured"`
+	Dropped    []credentials.Dropped `json:"dropped,omitempty"`
 }
 
 func (h *Handler) putCredentials(w http.ResponseWriter, r *http.Request) error {
@@ -43,7 +46,11 @@ func (h *Handler) getCredentials(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, configuredResponse{Configured: names})
+	dropped, err := h.Credentials.DroppedOf(r.Context(), r.PathValue("agentId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, configuredResponse{Configured: names, Dropped: dropped})
 	return nil
 }
 

@@ -22,9 +22,31 @@ func (h *Handler) putCard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Credentials are bound to where the card pointed when they were
+	// stored: a card that now points elsewhere drops them (a send checks
+	// the binding too, so a delivery racing this PUT sends nothing).
+	if h.Credentials != nil {
+		dropped, err := h.Credentials.DropUnbound(r.Context(), card)
+		if err != nil {
+			return err
+		}
+		if len(dropped) > 0 {
+			names := make([]string, len(dropped))
+			for i, d := range dropped {
+				names[i] = d.Scheme
+			}
+			w.Header().Set(CredentialsDroppedHeader, strings.Join(names, ", "))
+		}
+	}
 	writeJSON(w, http.StatusOK, json.RawMessage(card.Raw))
 	return nil
 }
+
+// CredentialsDroppedHeader, on the answer to a card PUT, lists the schemes
+// whose stored credentials the new card dropped (it points the A2A
+// endpoint, or the scheme's token or discovery URL, elsewhere); GET
+// /v1/agents/{agentId}/credentials says why.
+const CredentialsDroppedHeader = "Clockwork-Credentials-Dropped"
 
 func (h *Handler) getCard(w http.ResponseWriter, r *http.Request) error {
 	card, err := h.Watcher.Card(r.Context(), r.PathValue("agentId"))
