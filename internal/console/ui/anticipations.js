@@ -38,12 +38,13 @@ export async function agentAnticipationsPage(ctx) {
     out.nextToken ? h('p', { class: 'muted' }, 'Showing the newest 100.') : null);
 }
 
-async function loadEvents(plan) {
+async function loadEvents(plan, agent) {
   const events = [];
   let execution = null;
   let next = '';
   for (let i = 0; i < 50; i++) {
-    const page = await api('/v1/executions/' + enc(plan) + '/events?limit=100' + (next ? '&nextToken=' + enc(next) : ''));
+    // Plan ids are per agent: name the anticipation's.
+    const page = await api('/v1/executions/' + enc(plan) + '/events?limit=100&agent_id=' + enc(agent) + (next ? '&nextToken=' + enc(next) : ''));
     execution = page.execution;
     events.push(...page.events);
     next = page.nextToken || '';
@@ -82,7 +83,7 @@ export async function anticipationPage(ctx) {
   try { key = (await api('/v1/keys/verify')).public_key; } catch (e) { keyError = e; }
   const plan = (vs[0] && vs[0].plan_id) || a.plan_id;
   let ev = null, evError = null;
-  if (plan) { try { ev = await loadEvents(plan); } catch (e) { evError = e; } }
+  if (plan) { try { ev = await loadEvents(plan, a.agent_id); } catch (e) { evError = e; } }
   const chain = ev ? await chainChecks(ev.events) : null;
   const antSeal = await seal(a);
 
