@@ -116,11 +116,38 @@ func scenarioTenantsPlansApart(t *testing.T) {
 		t.Fatalf("agent_id=agent-a reads %v", page.Execution.Bound)
 	}
 
+	// Anticipation ids are per agent too: B declaring A's ids (one sealed,
+	// one not) learns nothing and blocks nothing, and an id B declared
+	// first is still A's to declare, read and change.
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-a", "agent-b", "plan-b1", "scope-b"), tenantB))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-a2", "agent-b", "plan-b2", "scope-b"), tenantB))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-future", "agent-b", "plan-b3", "scope-b"), tenantB))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-future", "agent-a", "plan-a3", scope), tenantA))
+	e.must(200, e.call("PUT", "/v1/anticipations/ant-future", tenantAnticipation(t, "ant-future", "agent-a", "plan-a4", scope), tenantA))
+	var mine struct {
+		Anticipation map[string]any
+		Sealed       bool
+	}
+	e.must(200, e.call("GET", "/v1/anticipations/ant-future", nil, tenantA)).json(t, &mine)
+	if mine.Anticipation["agent_id"] != "agent-a" || mine.Anticipation["plan_id"] != "plan-a4" {
+		t.Fatalf("A reads %v", mine.Anticipation)
+	}
+	e.must(200, e.call("GET", "/v1/anticipations/ant-a", nil, tenantA)).json(t, &mine)
+	if !mine.Sealed || mine.Anticipation["agent_id"] != "agent-a" {
+		t.Fatalf("A's sealed ant-a reads %+v", mine)
+	}
+	// A token acting for both names the agent when both declared the id.
+	problem(t, e.must(400, e.call("GET", "/v1/anticipations/ant-future", nil)))
+	e.must(200, e.call("GET", "/v1/anticipations/ant-future?agent_id=agent-b", nil)).json(t, &mine)
+	if mine.Anticipation["agent_id"] != "agent-b" {
+		t.Fatalf("agent_id=agent-b reads %v", mine.Anticipation)
+	}
+
 	// Another tenant's anticipation ids answer as unknown ones.
-	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-a", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz", nil, tenantB), "ant-a", "ant-zz")
-	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-a/verifications", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz/verifications", nil, tenantB), "ant-a", "ant-zz")
-	sameAsUnknown(t, e.call("PUT", "/v1/anticipations/ant-a2", tenantAnticipation(t, "ant-a2", "agent-b", "", scope), tenantB),
-		e.call("PUT", "/v1/anticipations/ant-zz", tenantAnticipation(t, "ant-zz", "agent-b", "", scope), tenantB), "ant-a2", "ant-zz")
+	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-ax", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz", nil, tenantB), "ant-ax", "ant-zz")
+	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-ax/verifications", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz/verifications", nil, tenantB), "ant-ax", "ant-zz")
+	sameAsUnknown(t, e.call("PUT", "/v1/anticipations/ant-ax", tenantAnticipation(t, "ant-ax", "agent-b", "", scope), tenantB),
+		e.call("PUT", "/v1/anticipations/ant-zz", tenantAnticipation(t, "ant-zz", "agent-b", "", scope), tenantB), "ant-ax", "ant-zz")
 }
 
 // waitVerificationAs waits for the VERIFY of antID, read with token.

@@ -168,7 +168,7 @@ func (s *Service) bound(ctx context.Context, tx *store.Tx, planID, scopeID, agen
 			return nil, err
 		}
 		for _, cur := range items {
-			rec, err := decode[AnticipationRecord](cur)
+			rec, err := decodeAnticipation(cur)
 			if err != nil {
 				return nil, err
 			}

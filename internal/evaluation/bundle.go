@@ -34,13 +34,9 @@ func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*Bund
 		return nil, err
 	}
 	v := vr.Verification
-	it, err := s.store.Get(ctx, anticipationKey(v.AnticipationID))
+	rec, err := s.readAnticipation(ctx, v.AgentID, v.AnticipationID)
 	if err != nil {
 		return nil, wrap(fmt.Errorf("anticipation %s of verification %s: %w", v.AnticipationID, vid, err))
-	}
-	rec, err := decode[AnticipationRecord](it)
-	if err != nil {
-		return nil, wrap(err)
 	}
 	ex, err := s.Execution(ctx, v.AgentID, v.PlanID)
 	if err != nil {

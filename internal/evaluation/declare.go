@@ -2,7 +2,6 @@ package evaluation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,10 +18,12 @@ type Declared struct {
 }
 
 // Declare stores a new ANTICIPATE. It returns created=false for an
-// identical re-submission. Errors: Invalid (the message, naming fields;
-// including a wrong d_dna_signature); Forbidden for another agent;
-// Conflict when the id exists with another body, or when its plan's
-// execution has already begun.
+// identical re-submission. Anticipation ids are per agent: another agent's
+// declaration of the same id is another anticipation, neither blocking nor
+// revealed by this one. Errors: Invalid (the message, naming fields;
+// including a wrong d_dna_signature); Forbidden for an agent_id the caller
+// may not act for; Conflict when the agent's id exists with another body,
+// or when its plan's execution has already begun.
 func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may Authorizer) (Declared, bool, error) {
 	a, err := anticipate.Validate(raw)
 	if err != nil {
@@ -34,15 +35,11 @@ func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may
 	var out Declared
 	created := false
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		it, ok, err := tx.Get(ctx, anticipationKey(a.AnticipationID))
+		rec, ok, err := loadAnticipation(ctx, tx, a.AgentID, a.AnticipationID)
 		if err != nil {
 			return err
 		}
 		if ok {
-			rec, err := decode[AnticipationRecord](it)
-			if err != nil {
-				return err
-			}
 			existing, err := anticipate.Validate(rec.Anticipation)
 			if err != nil {
 				return err
@@ -59,8 +56,8 @@ func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may
 		if err := s.checkPlanNotBegun(ctx, tx, a); err != nil {
 			return err
 		}
-		rec := s.newRecord(a, principal)
-		item, err := anticipationItem(rec)
+		fresh := s.newRecord(a, principal)
+		item, err := anticipationItem(fresh)
 		if err != nil {
 			return err
 		}
@@ -68,7 +65,7 @@ func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may
 			return err
 		}
 		tx.Put(item)
-		out, created = Declared{a.AnticipationID, false, rec.Digest}, true
+		out, created = Declared{a.AnticipationID, false, fresh.Digest}, true
 		return nil
 	})
 	return out, created, wrap(err)
@@ -135,20 +132,14 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 	}
 	var out Declared
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		it, ok, err := tx.Get(ctx, anticipationKey(id))
+		// The body's agent_id names whose anticipation this is; another
+		// agent's of the same id answers as an unknown one.
+		rec, ok, err := loadAnticipation(ctx, tx, a.AgentID, id)
 		if err != nil {
 			return err
 		}
-		notFound := errs.E(errs.NotFound, "no anticipation %q; POST /v1/anticipations to declare it", id)
 		if !ok {
-			return notFound
-		}
-		rec, err := decode[AnticipationRecord](it)
-		if err != nil {
-			return err
-		}
-		if !may(rec.AgentID) {
-			return notFound // another agent's answers as unknown
+			return errs.E(errs.NotFound, "no anticipation %q of agent %q; POST /v1/anticipations to declare it", id, a.AgentID)
 		}
 		existing, err := anticipate.Validate(rec.Anticipation)
 		if err != nil {
@@ -166,6 +157,7 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 			return err
 		}
 		next := s.newRecord(a, principal)
+		next.key = rec.key // where it was stored, also before ids were per agent
 		item, err := anticipationItem(next)
 		if err != nil {
 			return err
@@ -180,22 +172,34 @@ func (s *Service) Replace(ctx context.Context, id string, raw []byte, principal 
 	return out, wrap(err)
 }
 
-// Anticipation returns a stored ANTICIPATE. Errors: NotFound for an
-// unknown id, and exactly the same for another agent's.
-func (s *Service) Anticipation(ctx context.Context, id string, may Authorizer) (*AnticipationRecord, error) {
-	it, err := s.store.Get(ctx, anticipationKey(id))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errs.E(errs.NotFound, "no anticipation %q", id)
-	}
+// Anticipation returns a stored ANTICIPATE: agentID's when it names one,
+// else the caller's single agent's, else that of the one agent among those
+// the caller acts for that declared id. Errors: NotFound for an unknown id,
+// and exactly the same for another agent's; Forbidden when agentID names
+// an agent the caller may not act for; Invalid naming agent_id when several
+// of the caller's agents declared id.
+func (s *Service) Anticipation(ctx context.Context, id, agentID string, c Caller) (*AnticipationRecord, error) {
+	var rec *AnticipationRecord
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		agent, err := anticipationAgent(ctx, tx, id, agentID, c)
+		if err != nil {
+			return err
+		}
+		if agent == "" {
+			return noAnticipation(id)
+		}
+		r, ok, err := loadAnticipation(ctx, tx, agent, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return noAnticipation(id)
+		}
+		rec = r
+		return nil
+	})
 	if err != nil {
 		return nil, wrap(err)
-	}
-	rec, err := decode[AnticipationRecord](it)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	if !may(rec.AgentID) {
-		return nil, errs.E(errs.NotFound, "no anticipation %q", id) // as unknown
 	}
 	return rec, nil
 }

@@ -45,7 +45,7 @@ func (s *Service) AnticipationsOf(ctx context.Context, agentID string, limit int
 		if it.Type != TypeAnticipation {
 			continue
 		}
-		rec, err := decode[AnticipationRecord](it)
+		rec, err := decodeAnticipation(it)
 		if err != nil {
 			return AnticipationsPage{}, wrap(err)
 		}

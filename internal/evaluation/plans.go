@@ -46,7 +46,7 @@ func planAgent(ctx context.Context, tx *store.Tx, planID, named string, c Caller
 		return "", err
 	}
 	for _, it := range declared {
-		rec, err := decode[AnticipationRecord](it)
+		rec, err := decodeAnticipation(it)
 		if err != nil {
 			return "", err
 		}

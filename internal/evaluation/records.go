@@ -13,7 +13,8 @@ import (
 // watcher's; key prefixes never collide):
 //
 //	item            PK               SK                 index PK / SK
-//	anticipation    ANT#<id>         ANT                lk1: PA#<plan> or SA#<scope> / <id>
+//	anticipation    ANT#<agent>#<id> ANT                lk1: PA#<plan> or SA#<scope> / <id>
+//	                                                    lk2: AX#<id> / <agent>
 //	execution       PLAN#<agent>#<plan> EXEC            lk1: PX#<plan> / <agent>
 //	event           PLAN#<agent>#<plan> EV#<seq, 12 digits>
 //	event id        PLAN#<agent>#<plan> EID#<event_id>
@@ -31,7 +32,10 @@ import (
 // (PX#<plan>), so that a caller acting for several agents finds which of
 // its agents runs the plan. Executions stored before plans were namespaced
 // live under PLAN#<plan> (legacyExecutionPK); they are read, appended to
-// and verified where they are, for the agent they name.
+// and verified where they are, for the agent they name. Anticipation ids
+// are namespaced the same way (ANT#<agent>#<id>, with an AX#<id> lookup;
+// those stored before under ANT#<id>, legacyAnticipationKey), so another
+// agent's declaration of an id neither blocks nor reveals this agent's.
 const (
 	TypeAnticipation = "anticipation"
 	TypeExecution    = "execution"
@@ -42,6 +46,10 @@ const (
 
 // lookupBound is the lookup index of anticipations by plan or scope.
 const lookupBound = store.LK1
+
+// lookupAnticipationIDs is the lookup index of anticipations by id, whose
+// entries name the agent (partitions AX#<id>).
+const lookupAnticipationIDs = store.LK2
 
 // lookupPlans is the lookup index of executions by plan id (partitions
 // PX#<plan>, apart from lookupBound's PA# and SA#).
@@ -62,10 +70,14 @@ func bindGuardKey(boundPK string) store.Key { return store.Key{PK: boundPK, SK: 
 // esc is store.KeyPart, short for the key builders below.
 func esc(s string) string { return store.KeyPart(s) }
 
-func anticipationKey(id string) store.Key   { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
-func executionPK(agent, plan string) string { return "PLAN#" + esc(agent) + "#" + esc(plan) }
-func legacyExecutionPK(plan string) string  { return "PLAN#" + esc(plan) }
-func executionKey(pk string) store.Key      { return store.Key{PK: pk, SK: "EXEC"} }
+func anticipationKey(agent, id string) store.Key {
+	return store.Key{PK: "ANT#" + esc(agent) + "#" + esc(id), SK: "ANT"}
+}
+func legacyAnticipationKey(id string) store.Key { return store.Key{PK: "ANT#" + esc(id), SK: "ANT"} }
+func anticipationIDsPK(id string) string        { return "AX#" + esc(id) }
+func executionPK(agent, plan string) string     { return "PLAN#" + esc(agent) + "#" + esc(plan) }
+func legacyExecutionPK(plan string) string      { return "PLAN#" + esc(plan) }
+func executionKey(pk string) store.Key          { return store.Key{PK: pk, SK: "EXEC"} }
 func eventKey(pk string, seq int) store.Key {
 	return store.Key{PK: pk, SK: fmt.Sprintf("EV#%012d", seq)}
 }
@@ -92,6 +104,29 @@ type AnticipationRecord struct {
 	PlanID       string `json:"plan_id,omitempty"`
 	ScopeID      string `json:"scope_envelope_id"`
 	AnticipateID string `json:"anticipation_id"`
+
+	// key is where the record was read from (anticipationKey, or
+	// legacyAnticipationKey for one stored before ids were namespaced);
+	// zero for a new record.
+	key store.Key
+}
+
+// storeKey is the key the record is written under.
+func (r *AnticipationRecord) storeKey() store.Key {
+	if r.key != (store.Key{}) {
+		return r.key
+	}
+	return anticipationKey(r.AgentID, r.AnticipateID)
+}
+
+// decodeAnticipation decodes a stored anticipation, remembering its key.
+func decodeAnticipation(it store.Item) (*AnticipationRecord, error) {
+	rec, err := decode[AnticipationRecord](it)
+	if err != nil {
+		return nil, err
+	}
+	rec.key = it.Key
+	return rec, nil
 }
 
 // Execution is the per-plan state: whether it began (sealing its bound
@@ -194,7 +229,11 @@ func anticipationItem(r *AnticipationRecord) (store.Item, error) {
 		idx[lookupBound] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
 	}
 	idx[store.GSI5] = store.IndexKey{PK: byAgentPK(r.AgentID), SK: receivedSortKey(r.ReceivedAt) + "#" + esc(r.AnticipateID)}
-	return mkItem(anticipationKey(r.AnticipateID), TypeAnticipation, r, idx)
+	key := r.storeKey()
+	if key != legacyAnticipationKey(r.AnticipateID) {
+		idx[lookupAnticipationIDs] = store.IndexKey{PK: anticipationIDsPK(r.AnticipateID), SK: esc(r.AgentID)}
+	}
+	return mkItem(key, TypeAnticipation, r, idx)
 }
 
 // receivedSortKey is received_at at a fixed width, so that the agent's

@@ -67,11 +67,7 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		return nil
 	}
 	for _, antID := range ex.Bound {
-		it, err := s.store.Get(ctx, anticipationKey(antID))
-		if err != nil {
-			return wrap(err)
-		}
-		rec, err := decode[AnticipationRecord](it)
+		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
 		if err != nil {
 			return wrap(err)
 		}
@@ -192,9 +188,11 @@ func (s *Service) Verification(ctx context.Context, id string, may Authorizer) (
 	return vr, nil
 }
 
-// Verifications lists the VERIFY messages of one anticipation.
-func (s *Service) Verifications(ctx context.Context, antID string, may Authorizer) ([]anticipate.Verification, error) {
-	if _, err := s.Anticipation(ctx, antID, may); err != nil {
+// Verifications lists the VERIFY messages of one anticipation, found as
+// Anticipation finds it (its errors).
+func (s *Service) Verifications(ctx context.Context, antID, agentID string, c Caller) ([]anticipate.Verification, error) {
+	rec, err := s.Anticipation(ctx, antID, agentID, c)
+	if err != nil {
 		return nil, err
 	}
 	out := []anticipate.Verification{}
@@ -209,7 +207,10 @@ func (s *Service) Verifications(ctx context.Context, antID string, may Authorize
 			if err != nil {
 				return nil, wrap(err)
 			}
-			out = append(out, vr.Verification)
+			// The index is by anticipation id, which agents share.
+			if vr.Verification.AgentID == rec.AgentID {
+				out = append(out, vr.Verification)
+			}
 		}
 		if p.Next == "" {
 			return out, nil
@@ -239,16 +240,12 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 		if !may(vr.Verification.AgentID) {
 			return errs.E(errs.NotFound, "no verification %q", vid) // as unknown
 		}
-		ait, ok, err := tx.Get(ctx, anticipationKey(vr.Verification.AnticipationID))
+		rec, ok, err := loadAnticipation(ctx, tx, vr.Verification.AgentID, vr.Verification.AnticipationID)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("anticipation %s of verification %s is missing", vr.Verification.AnticipationID, vid)
-		}
-		rec, err := decode[AnticipationRecord](ait)
-		if err != nil {
-			return err
 		}
 		a, err := s.compiled(rec)
 		if err != nil {

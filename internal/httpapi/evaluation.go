@@ -71,7 +71,7 @@ type anticipationResponse struct {
 }
 
 func (h *Handler) getAnticipation(w http.ResponseWriter, r *http.Request) error {
-	rec, err := h.Eval.Anticipation(r.Context(), r.PathValue("id"), actsFor(r))
+	rec, err := h.Eval.Anticipation(r.Context(), r.PathValue("id"), r.URL.Query().Get("agent_id"), callerCtx(r.Context()))
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (h *Handler) getAnticipation(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (h *Handler) listVerifications(w http.ResponseWriter, r *http.Request) error {
-	vs, err := h.Eval.Verifications(r.Context(), r.PathValue("id"), actsFor(r))
+	vs, err := h.Eval.Verifications(r.Context(), r.PathValue("id"), r.URL.Query().Get("agent_id"), callerCtx(r.Context()))
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ export async function agentAnticipationsPage(ctx) {
   const rows = out.anticipations.map(a => {
     const m = a.anticipation || {};
     return { attrs: { 'data-id': m.anticipation_id }, cells: [
-      h('a', { href: '#/anticipations/' + enc(m.anticipation_id) }, m.anticipation_id),
+      h('a', { href: '#/agents/' + enc(agent) + '/anticipations/' + enc(m.anticipation_id) }, m.anticipation_id),
       m.plan_id ? code(m.plan_id) : h('span', { class: 'muted' }, 'scope ' + (m.scope_envelope_id || '')),
       a.sealed ? badge('sealed', 'good') : badge('not sealed', 'warn'), fmtTime(a.sealed_at), a.emitter, a.declared_by] };
   });
@@ -75,10 +75,13 @@ function criteria(a) {
 }
 
 export async function anticipationPage(ctx) {
-  const id = ctx.params[0];
-  const rec = await api('/v1/anticipations/' + enc(id));
+  // #/agents/<agent>/anticipations/<id>, or #/anticipations/<id> when the
+  // token's agents declared the id only once (anticipation ids are per agent).
+  const [owner, id] = ctx.params.length > 1 ? ctx.params : [null, ctx.params[0]];
+  const of = owner ? '?agent_id=' + enc(owner) : '';
+  const rec = await api('/v1/anticipations/' + enc(id) + of);
   const a = rec.anticipation;
-  const vs = (await api('/v1/anticipations/' + enc(id) + '/verifications')).verifications;
+  const vs = (await api('/v1/anticipations/' + enc(id) + '/verifications' + of)).verifications;
   let key = null, keyError = null;
   try { key = (await api('/v1/keys/verify')).public_key; } catch (e) { keyError = e; }
   const plan = (vs[0] && vs[0].plan_id) || a.plan_id;

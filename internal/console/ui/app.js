@@ -29,6 +29,7 @@ const routes = [
   [/^\/deadletters$/, deadLettersPage],
   [/^\/anticipations$/, anticipationsPage],
   [/^\/anticipations\/([^/]+)$/, anticipationPage],
+  [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],
 ];
 
 async function route() {
