@@ -3,12 +3,10 @@ package a2aout
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -158,27 +156,16 @@ func (c *tokenCache) discover(ctx context.Context, discoveryURL string) (string,
 	return doc.TokenEndpoint, nil
 }
 
-// reasonClass reduces a failed outbound request to the class of its
-// failure, keeping the sentinel errors callers test for (the guard's
-// refusal, a refused redirect, a deadline): the remote's own text, a dial
-// error's address and the kind of socket error would otherwise be stored
-// on the record, an oracle for what answered at an address.
+// reasonClass reduces a failed token or discovery request to the class of
+// its failure (classOf), keeping the sentinel errors callers test for.
 func reasonClass(err error) error {
 	switch {
 	case errors.Is(err, netguard.ErrRefused), errors.Is(err, netguard.ErrTooManyRedirects), errors.Is(err, ErrCrossOriginRedirect):
 		return redactURLError(err)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fmt.Errorf("timed out: %w", context.DeadlineExceeded)
+	case errors.Is(err, context.DeadlineExceeded):
+		return redactURLError(err)
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("timed out: %w", context.DeadlineExceeded)
-	}
-	var ce *tls.CertificateVerificationError
-	if errors.As(err, &ce) {
-		return errors.New("TLS certificate not trusted")
-	}
-	return errors.New("connection failed")
+	return errors.New(classOf(err))
 }
 
 // redactURLError keeps a transport error's cause but not the request it

@@ -24,6 +24,13 @@ type Sender interface {
 	Send(ctx context.Context, card expect.Card, m a2aout.Message) (string, error)
 }
 
+// DescribingSender is a Sender that says what a record may keep of a
+// failed send (*a2aout.Sender: the class of the failure, never the remote's
+// own text); other senders' errors are kept as they are.
+type DescribingSender interface {
+	Describe(err error) string
+}
+
 // ReportingSender is a Sender that also reports whether the agent
 // activated the extension (*a2aout.Sender); the outbox records it as
 // delivery.activated.
@@ -268,6 +275,14 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	return 0, false
 }
 
+// describe is what the record keeps of a failed send (the logs keep all).
+func (o *Outbox) describe(err error) string {
+	if d, ok := o.sender.(DescribingSender); ok {
+		return d.Describe(err)
+	}
+	return err.Error()
+}
+
 func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, permanent bool) (time.Duration, bool) {
 	var attempts int
 	var dead, recorded bool
@@ -278,7 +293,7 @@ func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, perm
 		}
 		recorded = true
 		r.Delivery.Attempts++
-		r.Delivery.LastError = truncate(cause.Error(), 512)
+		r.Delivery.LastError = truncate(o.describe(cause), 512)
 		r.Delivery.NextAttemptAt = expect.FormatTime(o.svc.Now().Add(o.backoff(r.Delivery.Attempts)))
 		if permanent || r.Delivery.Attempts >= o.opt.MaxAttempts {
 			r.Delivery.DeadLettered = true
