@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	// seed that signs VERIFY messages (SIGNING_KEY_PARAMETER; created by the
 	// operator, like the tokens). Empty: VERIFYs are not server-signed.
 	SigningKeyParameter string
+	// MCPAllowedOrigins are the browser origins (comma-separated
+	// "https://host[:port]") that may call /mcp (MCP_ALLOWED_ORIGINS on the
+	// API function). Empty: none; clients that send no Origin are served.
+	MCPAllowedOrigins string
 	// AlarmEmail is subscribed to the alarm topic. Required outside dev
 	// (Check): alarms nobody hears protect nothing.
 	AlarmEmail string
@@ -113,7 +118,7 @@ func DefaultConfig(stage string) (Config, error) {
 
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
-	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter"}
+	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -172,6 +177,20 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 			return c, fmt.Errorf("context signingKeyParameter: %q is not an SSM parameter path; use a name such as /clockwork/%s/verify-key", v, c.Stage)
 		}
 		c.SigningKeyParameter = v
+	}
+	if v, ok, err := str("mcpAllowedOrigins"); err != nil {
+		return c, err
+	} else if ok && v != "" {
+		var origins []string
+		for _, o := range strings.Split(v, ",") {
+			o = strings.TrimSpace(o)
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+				return c, fmt.Errorf("context mcpAllowedOrigins: %q is not an origin; list origins as scheme://host[:port], comma-separated, e.g. -c mcpAllowedOrigins=https://console.example.com", o)
+			}
+			origins = append(origins, o)
+		}
+		c.MCPAllowedOrigins = strings.Join(origins, ",")
 	}
 	ints := []struct {
 		key string

@@ -45,6 +45,8 @@ var judgeConfigs = map[string]func(*Config){
 	},
 	"openai": func(c *Config) {
 		c.JudgeKind, c.JudgeModel, c.JudgeURL, c.JudgeAPIKeyParameter = "openai", "gpt-4o-mini", "https://api.openai.com/v1", "/clockwork/judge/openai-key"
+		// And browser origins allowed to call /mcp (TestMCPAllowedOrigins).
+		c.MCPAllowedOrigins = "https://console.example.com"
 	},
 }
 

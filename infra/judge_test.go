@@ -123,3 +123,39 @@ func TestJudgeContext(t *testing.T) {
 		t.Fatalf("an ARN is granted as given")
 	}
 }
+
+// TestMCPAllowedOrigins: the context value mcpAllowedOrigins reaches the
+// API function alone as MCP_ALLOWED_ORIGINS; without it no function has
+// it (the API then refuses every browser Origin at /mcp); a value that is
+// not a list of origins is refused naming the key.
+func TestMCPAllowedOrigins(t *testing.T) {
+	for _, bad := range []string{"console.example.com", "https://console.example.com/app", "ftp://x", "https://a.example, https://b.example/?q"} {
+		if _, err := ConfigFromContext(ctx(map[string]any{"mcpAllowedOrigins": bad})); err == nil || !strings.Contains(err.Error(), "context mcpAllowedOrigins") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	c, err := ConfigFromContext(ctx(map[string]any{"mcpAllowedOrigins": "https://a.example, http://localhost:6274"}))
+	if err != nil || c.MCPAllowedOrigins != "https://a.example,http://localhost:6274" {
+		t.Fatalf("%q %v", c.MCPAllowedOrigins, err)
+	}
+	envOf := func(tj map[string]any, name string) map[string]any {
+		_, fn := only(t, tj, "AWS::Lambda::Function", "FunctionName", name)
+		env, _ := props(fn)["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		return vars
+	}
+	for stage, sy := range synth(t) {
+		for _, name := range Functions {
+			if v, ok := envOf(sy.json, "clockwork-"+stage+"-"+name)["MCP_ALLOWED_ORIGINS"]; ok {
+				t.Errorf("%s %s has MCP_ALLOWED_ORIGINS %v without it configured", stage, name, v)
+			}
+		}
+	}
+	sy := synthJudges(t)["openai"]
+	for _, name := range Functions {
+		v, ok := envOf(sy.json, sy.cfg.Name+"-"+name)["MCP_ALLOWED_ORIGINS"]
+		if (name == "api") != ok || (ok && v != "https://console.example.com") {
+			t.Errorf("%s: MCP_ALLOWED_ORIGINS %v (set: %v)", name, v, ok)
+		}
+	}
+}

@@ -389,6 +389,9 @@ func (sb *stackBuilder) apiFunctions() {
 	}))
 	st.API = sb.function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
 		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, func(p *awslambda.FunctionProps) { reserve(p, cfg.APIConcurrency) })
+	if cfg.MCPAllowedOrigins != "" {
+		st.API.AddEnvironment(s("MCP_ALLOWED_ORIGINS"), s(cfg.MCPAllowedOrigins), nil)
+	}
 
 	// The VERIFY signing key, when configured: every function that starts
 	// the runtime (api, clock, stream) reads it at start.

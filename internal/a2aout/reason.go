@@ -29,6 +29,13 @@ func Reason(err error) string {
 	if err == nil {
 		return ""
 	}
+	// The guards' refusals first: a refused redirect also leaves the
+	// redirect's status on the call.
+	for _, ours := range []error{netguard.ErrRefused, netguard.ErrTooManyRedirects, ErrCrossOriginRedirect} {
+		if errors.Is(err, ours) {
+			return ours.Error()
+		}
+	}
 	var ae *AuthError
 	if errors.As(err, &ae) {
 		c := *ae

@@ -80,8 +80,8 @@ func TestRedirectCarriesNoCredential(t *testing.T) {
 				// for it.
 				s := authSender((&staticCreds{set: credentials.Set{tc.name: tc.right(env)}}).storedFor(card), (*x509.CertPool)(nil))
 				_, err := s.SendLapse(context.Background(), card, testMessage())
-				if !errors.Is(err, ErrCrossOriginRedirect) || !Permanent(err) {
-					t.Fatalf("send: %v (permanent %v)", err, Permanent(err))
+				if !errors.Is(err, ErrCrossOriginRedirect) || !Permanent(err) || !strings.Contains(Reason(err), "another origin") {
+					t.Fatalf("send: %v (permanent %v, reason %q)", err, Permanent(err), Reason(err))
 				}
 				if got := away.requests(); len(got) != 0 {
 					t.Fatalf("the other origin received %q", got)

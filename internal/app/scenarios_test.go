@@ -27,6 +27,7 @@ var scenarios = []struct {
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},
 	{"CardsAndAuth", scenarioCardsAndAuth},
 	{"TenantsPlansApart", scenarioTenantsPlansApart},
+	{"TenantsEdgeRefusals", scenarioTenantsEdgeRefusals},
 	{"RaiseIdempotentConflictAndAllOrNothing", scenarioRaiseIdempotentConflictAndAllOrNothing},
 	{"OverdueLapseTask", scenarioOverdueLapseTask},
 	{"FactsExactMatchSourceLateAndIdempotent", scenarioFactsExactMatchSourceLateAndIdempotent},

@@ -1,11 +1,17 @@
 package app
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/expect"
 )
 
 // tenantAnticipation is the seed's ANTICIPATE declared for agent, bound to
@@ -165,4 +171,75 @@ func waitVerificationAs(t *testing.T, e *testEnv, antID, token string) anticipat
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// scenarioTenantsEdgeRefusals: through the whole runtime (the embedded
+// default, and API Gateway's Lambda proxy on AWS): a browser Origin not
+// allowed at /mcp is refused; invalid UTF-8 in a factKey is a 400 naming
+// it and stores nothing; a card with url and URL is refused; and a lapse
+// to an agent whose endpoint redirects to another origin carries its
+// stored bearer token nowhere but is dead-lettered saying why (issue 27,
+// findings 2, 5, 7 and 8).
+func scenarioTenantsEdgeRefusals(t *testing.T) {
+	e := startEnv(t)
+	list, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+	req := e.request("POST", "/mcp", list)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "http://evil.example")
+	problem(t, e.must(403, e.do(req)))
+	req = e.request("POST", "/mcp", list)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	e.must(200, e.do(req))
+
+	ag := a2atest.NewAgent(t, "1.0")
+	token := "bearer-" + randomSecret(t)
+	ag.Require(a2atest.Bearer("bearer", func(tok string) bool { return tok == token }))
+	card := ag.Card()
+	shadowed := strings.Replace(string(card), `"url":"`+ag.URL()+`"`, `"url":"`+ag.URL()+`","URL":"https://elsewhere.example/a2a"`, 1)
+	if shadowed == string(card) {
+		t.Fatal("the agent's card has no url to shadow")
+	}
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agentID, []byte(shadowed))), "supportedInterfaces[0].URL")
+
+	// The agent's endpoint redirects to another origin that records
+	// whatever reaches it.
+	var mu sync.Mutex
+	var seen []string
+	away := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer away.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.Replace(away.URL, "127.0.0.1", "localhost", 1)+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID, []byte(strings.ReplaceAll(string(card), ag.URL(), redirect.URL+"/a2a"))))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/credentials", map[string]any{"credentials": map[string]any{"bearer": map[string]any{"token": token}}}))
+
+	bad := []byte(strings.Replace(string(mustMarshal(t, raiseBody(payment("u8", ts(time.Hour))))), "invoice.42.u8", "invoice.42.\xff", 1))
+	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/expectations", bad)), "expectations[0].satisfiedBy.factKey")
+	e.must(404, e.call("GET", "/v1/agents/"+agentID+"/expectations/u8", nil))
+
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("redirected", ts(100*time.Millisecond)))))
+	dead := e.waitRecord(agentID, "redirected", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.DeadLettered })
+	if dead.Delivery.Attempts != 1 || !strings.Contains(dead.Delivery.LastError, "redirect to another origin refused") {
+		t.Fatalf("dead letter: %+v", dead.Delivery)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 0 {
+		t.Fatalf("the other origin received %d requests (%q)", len(seen), seen)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
