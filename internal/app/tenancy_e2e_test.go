@@ -149,6 +149,24 @@ func scenarioTenantsPlansApart(t *testing.T) {
 		t.Fatalf("agent_id=agent-b reads %v", mine.Anticipation)
 	}
 
+	// The same anticipation id on the same plan id, and on the same scope,
+	// by both: two plans, each sealing and grading its own agent's
+	// declaration, with a VERIFY each.
+	for _, bound := range []struct{ ant, plan, scope, run string }{{"ant-same", "plan-same", "scope-x", "plan-same"}, {"ant-same-scope", "", "scope-same", "plan-by-scope"}} {
+		e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, bound.ant, "agent-a", bound.plan, bound.scope), tenantA))
+		e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, bound.ant, "agent-b", bound.plan, bound.scope), tenantB))
+		vids := map[string]bool{}
+		for _, tn := range []struct{ token, agent string }{{tenantA, "agent-a"}, {tenantB, "agent-b"}} {
+			e.must(202, e.call("POST", "/v1/executions/"+bound.run+"/events", event(bound.run+"-1", "STEP_COMPLETE", "scope_envelope_id", bound.scope), tn.token))
+			e.must(202, e.call("POST", "/v1/executions/"+bound.run+"/events", event(bound.run+"-2", "PLAN_COMPLETE"), tn.token))
+			v := waitVerificationAs(t, e, bound.ant, tn.token)
+			if v.AgentID != tn.agent || vids[v.VerificationID] {
+				t.Fatalf("%s's VERIFY of %s: %+v (ids so far %v)", tn.agent, bound.ant, v, vids)
+			}
+			vids[v.VerificationID] = true
+		}
+	}
+
 	// Another tenant's anticipation ids answer as unknown ones.
 	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-ax", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz", nil, tenantB), "ant-ax", "ant-zz")
 	sameAsUnknown(t, e.call("GET", "/v1/anticipations/ant-ax/verifications", nil, tenantB), e.call("GET", "/v1/anticipations/ant-zz/verifications", nil, tenantB), "ant-ax", "ant-zz")

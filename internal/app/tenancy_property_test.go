@@ -25,8 +25,9 @@ var tenancyRun atomic.Int64
 // events with and without agent_id, through REST and the MCP tool, and
 // every read. Whatever the order, no answer is a 5xx; no answer to one
 // tenant holds anything the other sent; every execution binds only its own
-// agent's declarations; and every anticipation, execution and VERIFY a
-// tenant reads is its own agent's. Run longer with -rapid.checks=N.
+// agent's declarations; a plan a tenant declared for is never unknown to
+// its events; and every anticipation, execution and VERIFY a tenant reads
+// is its own agent's. Run longer with -rapid.checks=N.
 func TestTenancyProperty(t *testing.T) {
 	e := startEnv(t)
 	a := tenant{tenantA, "agent-a", "marker-of-a"}
@@ -37,6 +38,9 @@ func TestTenancyProperty(t *testing.T) {
 		planID := func(i int) string { return fmt.Sprintf("plan-%s-%d", pfx, i) }
 		scopeID := func(i int) string { return fmt.Sprintf("scope-%s-%d", pfx, i) }
 		seq := 0
+		// binds[agent][anticipation id] is where each accepted declaration
+		// binds: "plan:<id>" or "scope:<id>".
+		binds := map[string]map[string]string{a.agent: {}, b.agent: {}}
 		check := func(who, other tenant, what string, r resp) {
 			if r.status >= 500 {
 				rt.Fatalf("%s by %s: %d %s", what, who.agent, r.status, r.body)
@@ -73,7 +77,14 @@ func TestTenancyProperty(t *testing.T) {
 				if rapid.Bool().Draw(rt, "put") {
 					method, path = "PUT", "/v1/anticipations/"+ant
 				}
-				check(who, other, method+" "+ant, e.call(method, path, body, who.token))
+				r := e.call(method, path, body, who.token)
+				check(who, other, method+" "+ant, r)
+				if r.status == 200 || r.status == 201 {
+					binds[who.agent][ant] = "scope:" + scope
+					if bound != "" {
+						binds[who.agent][ant] = "plan:" + bound
+					}
+				}
 			case 2, 3: // an event, with or without agent_id and scope, by REST or MCP
 				seq++
 				typ := rapid.SampledFrom([]string{"TOOL_REQUEST", "STEP_COMPLETE", "PLAN_COMPLETE"}).Draw(rt, "type")
@@ -88,13 +99,29 @@ func TestTenancyProperty(t *testing.T) {
 					fields = append(fields, "scope_envelope_id", scope)
 				}
 				ev := event(fmt.Sprintf("ev-%s-%d", who.marker, seq), typ, fields...)
+				// A plan the tenant declared for (by plan, or by the
+				// scope the event names) is never unknown to it, whatever
+				// the other tenant declared.
+				_, withScope := ev["scope_envelope_id"]
+				declared := false
+				for _, where := range binds[who.agent] {
+					declared = declared || where == "plan:"+plan || (withScope && where == "scope:"+scope)
+				}
 				if op == 3 {
 					raw, _ := json.Marshal(ev)
 					call := map[string]any{"jsonrpc": "2.0", "id": seq, "method": "tools/call", "params": map[string]any{
 						"name": "append_execution_event", "arguments": map[string]any{"planId": plan, "event": json.RawMessage(raw)}}}
-					check(who, other, "MCP event on "+plan, e.mcpCall(call, who.token))
+					r := e.mcpCall(call, who.token)
+					check(who, other, "MCP event on "+plan, r)
+					if declared && strings.Contains(string(r.body), `\"status\":404`) {
+						rt.Fatalf("%s's event on its declared plan %s is unknown: %s", who.agent, plan, r.body)
+					}
 				} else {
-					check(who, other, "event on "+plan, e.call("POST", "/v1/executions/"+plan+"/events", ev, who.token))
+					r := e.call("POST", "/v1/executions/"+plan+"/events", ev, who.token)
+					check(who, other, "event on "+plan, r)
+					if declared && r.status == 404 {
+						rt.Fatalf("%s's event on its declared plan %s is unknown: %s", who.agent, plan, r.body)
+					}
 				}
 			case 4: // read a plan
 				r := e.call("GET", "/v1/executions/"+plan+"/events", nil, who.token)

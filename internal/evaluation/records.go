@@ -13,7 +13,7 @@ import (
 // watcher's; key prefixes never collide):
 //
 //	item            PK               SK                 index PK / SK
-//	anticipation    ANT#<agent>#<id> ANT                lk1: PA#<plan> or SA#<scope> / <id>
+//	anticipation    ANT#<agent>#<id> ANT                lk1: PA#<plan> or SA#<scope> / <agent>#<id>
 //	                                                    lk2: AX#<id> / <agent>
 //	execution       PLAN#<agent>#<plan> EXEC            lk1: PX#<plan> / <agent>
 //	event           PLAN#<agent>#<plan> EV#<seq, 12 digits>
@@ -222,15 +222,23 @@ func mkItem(key store.Key, typ string, v any, idx map[store.IndexName]store.Inde
 }
 
 func anticipationItem(r *AnticipationRecord) (store.Item, error) {
+	key := r.storeKey()
+	legacy := key == legacyAnticipationKey(r.AnticipateID)
+	// A lookup key names one item: two agents' declarations of one id on
+	// one plan or scope need two entries, so the agent is part of it (but
+	// for records stored before ids were per agent, whose entries stay).
+	boundSK := esc(r.AgentID) + "#" + esc(r.AnticipateID)
+	if legacy {
+		boundSK = esc(r.AnticipateID)
+	}
 	idx := map[store.IndexName]store.IndexKey{}
 	if r.PlanID != "" {
-		idx[lookupBound] = store.IndexKey{PK: planBoundPK(r.PlanID), SK: esc(r.AnticipateID)}
+		idx[lookupBound] = store.IndexKey{PK: planBoundPK(r.PlanID), SK: boundSK}
 	} else {
-		idx[lookupBound] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: esc(r.AnticipateID)}
+		idx[lookupBound] = store.IndexKey{PK: scopeBoundPK(r.ScopeID), SK: boundSK}
 	}
 	idx[store.GSI5] = store.IndexKey{PK: byAgentPK(r.AgentID), SK: receivedSortKey(r.ReceivedAt) + "#" + esc(r.AnticipateID)}
-	key := r.storeKey()
-	if key != legacyAnticipationKey(r.AnticipateID) {
+	if !legacy {
 		idx[lookupAnticipationIDs] = store.IndexKey{PK: anticipationIDsPK(r.AnticipateID), SK: esc(r.AgentID)}
 	}
 	return mkItem(key, TypeAnticipation, r, idx)
