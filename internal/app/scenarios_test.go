@@ -53,6 +53,8 @@ var scenarios = []struct {
 	{"InstantsSurviveAnUnkindClock", scenarioInstantsSurviveAnUnkindClock},
 	{"GoClient", scenarioGoClient},
 	{"MCPTools", scenarioMCPTools},
+	{"MCPOfficialClients", scenarioMCPOfficialClients},
+	{"MCPHostConfigs", scenarioMCPHostConfigs},
 	{"ConsoleListings", scenarioConsoleListings},
 	{"MetricsMove", scenarioMetricsMove},
 }

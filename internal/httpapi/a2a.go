@@ -140,7 +140,7 @@ func (h *Handler) a2a(w http.ResponseWriter, r *http.Request) error {
 	}
 	var env a2aEnvelope
 	if err := json.Unmarshal(b, &env); err != nil {
-		return jsonError(err)
+		return jsonErrorIn(b, err)
 	}
 	var blocks []extBlock
 	var taskID, contextID, state string

@@ -127,12 +127,27 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonErrorIn(b, err)
 	}
 	if dec.More() {
 		return errs.Fields("malformed JSON", []errs.FieldError{{Path: "", Message: "unexpected data after the JSON value"}})
 	}
 	return nil
+}
+
+// jsonErrorIn is jsonError for a decode of b: a type error names the JSON
+// path of the value (with array indexes), not encoding/json's Field, which
+// carries the Go names of embedded structs ("withdrawRequest.withdraw").
+func jsonErrorIn(b []byte, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		path := te.Field
+		if p, ok := jsonwalk.PathAt(b, te.Offset); ok {
+			path = p
+		}
+		return errs.Fields("malformed JSON", []errs.FieldError{{Path: path, Message: fmt.Sprintf("must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)}})
+	}
+	return jsonError(err)
 }
 
 func jsonError(err error) error {

@@ -106,7 +106,7 @@ func (h *Handler) Tools() []Tool {
 			Description: "Declare an AIGP RFC-032 ANTICIPATE before a plan runs: weighted outcome, trajectory and anti criteria and a grading policy, " +
 				"with d_dna_signature = sha256: + hex SHA-256 of the RFC 8785 form of the message without it. The plan's first TOOL_REQUEST or " +
 				"STEP_COMPLETE seals it; PLAN_COMPLETE grades the execution against it (VERIFY). The arguments are the message itself. Scope: anticipations:write.",
-		}, nil, func(ctx context.Context, in *json.RawMessage) (any, error) {
+		}, nil, func(ctx context.Context, in *json.RawMessage) (evaluation.Declared, error) {
 			out, _, err := h.declareOp(ctx, *in)
 			return out, err
 		}),

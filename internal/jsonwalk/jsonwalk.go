@@ -56,6 +56,61 @@ func CaseVariantKey(b []byte) (path, other string, found bool) {
 	return path, other, found
 }
 
+// PathAt returns the path of the value of the JSON document b that ends at
+// byte offset (or the first one ending after it): where encoding/json's
+// UnmarshalTypeError.Offset points. Unlike that error's Field, the path
+// names array indexes and never the Go name of an embedded struct. found
+// is false past the document's end.
+func PathAt(b []byte, offset int64) (path string, found bool) {
+	walkValues(b, func(w *walker, end int64) bool {
+		if end >= offset {
+			path, found = w.path(), true
+			return false
+		}
+		return true
+	})
+	return path, found
+}
+
+// walkValues calls visit with the path and end offset of every value of b
+// (scalars when read, objects and arrays when opened), until visit returns
+// false or the document ends or turns out malformed.
+func walkValues(b []byte, visit func(w *walker, end int64) bool) {
+	w := &walker{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			w.stack = w.stack[:len(w.stack)-1]
+			if n := len(w.stack); n > 0 && w.stack[n-1].obj {
+				w.stack[n-1].wantKey = true
+			}
+			continue
+		}
+		if n := len(w.stack); n > 0 && w.stack[n-1].obj && w.stack[n-1].wantKey {
+			w.stack[n-1].key, w.stack[n-1].wantKey = tok.(string), false
+			continue
+		}
+		if n := len(w.stack); n > 0 && !w.stack[n-1].obj {
+			w.stack[n-1].idx++
+		}
+		if !visit(w, dec.InputOffset()) {
+			return
+		}
+		if d, ok := tok.(json.Delim); ok {
+			w.stack = append(w.stack, frame{obj: d == '{', idx: -1, wantKey: d == '{'})
+			continue
+		}
+		if n := len(w.stack); n > 0 && w.stack[n-1].obj {
+			w.stack[n-1].wantKey = true
+		}
+	}
+}
+
 type frame struct {
 	obj     bool
 	key     string

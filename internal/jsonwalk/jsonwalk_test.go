@@ -1,6 +1,10 @@
 package jsonwalk
 
-import "testing"
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
 
 func TestInvalidString(t *testing.T) {
 	for _, c := range []struct {
@@ -49,10 +53,50 @@ func TestCaseVariantKey(t *testing.T) {
 	}
 }
 
+// TestPathAt finds the path encoding/json's type errors point at, by
+// decoding into a Go value (with an embedded struct, whose name the
+// error's Field carries) and asking for the path at the error's offset.
+func TestPathAt(t *testing.T) {
+	type inner struct {
+		Withdraw []string `json:"withdraw"`
+	}
+	type args struct {
+		AgentID string `json:"agentId"`
+		inner
+		Facts []struct {
+			ObservedAt int `json:"observedAt"`
+		} `json:"facts"`
+		Nested struct {
+			Deep struct {
+				N int `json:"n"`
+			} `json:"deep"`
+		} `json:"nested"`
+	}
+	for in, want := range map[string]string{
+		`{"agentId":"a","withdraw":"all"}`:                        "withdraw",
+		`{"facts":[{"observedAt":1},{"observedAt":"yesterday"}]}`: "facts[1].observedAt",
+		`{"nested":{"deep":{"n":{"x":1}}}}`:                       "nested.deep.n",
+		`{"agentId":7}`:                                           "agentId",
+		`{"withdraw":["a",{"b":1}]}`:                              "withdraw[1]",
+		`{"facts":{"observedAt":1}}`:                              "facts",
+	} {
+		var v args
+		err := json.Unmarshal([]byte(in), &v)
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if got, ok := PathAt([]byte(in), te.Offset); !ok || got != want {
+			t.Errorf("%s: PathAt %q %v (Field %q), want %q", in, got, ok, te.Field, want)
+		}
+	}
+}
+
 func FuzzWalk(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"\ud800"}],"A":"\xff"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		InvalidString(b)
 		CaseVariantKey(b)
+		PathAt(b, int64(len(b)/2))
 	})
 }

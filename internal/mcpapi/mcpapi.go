@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,9 +81,12 @@ func Describe(t httpapi.Tool) (*mcp.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: input schema: %w", t.Name, err)
 	}
-	out, err := jsonschema.ForType(t.Output, nil)
+	out, err := OutputSchema(t)
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: output schema: %w", t.Name, err)
+	}
+	if in.Type != "object" {
+		return nil, fmt.Errorf("tool %s: input schema: type %q, but MCP requires an object schema", t.Name, in.Type)
 	}
 	no := false
 	ann := &mcp.ToolAnnotations{Title: t.Title, ReadOnlyHint: t.ReadOnly, OpenWorldHint: &no}
@@ -106,6 +110,30 @@ func Describe(t httpapi.Tool) (*mcp.Tool, error) {
 	}
 	return &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description + " HTTP twin: " + t.Route + ".",
 		InputSchema: json.RawMessage(inJSON), OutputSchema: json.RawMessage(outJSON), Annotations: ann}, nil
+}
+
+// OutputSchema returns the JSON schema of t's result, inferred from its Go
+// type. MCP requires an object schema (the clients' SDKs refuse a tool
+// list with any other, boolean schemas and ["null","object"] included), so
+// a pointer result is described by what it points to (a tool answers an
+// object or an error, never null), and a result that is not a struct is an
+// error.
+func OutputSchema(t httpapi.Tool) (*jsonschema.Schema, error) {
+	typ := t.Output
+	for typ != nil && typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ == nil || typ.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("result type %v is not a struct, so its schema would not be an object schema", t.Output)
+	}
+	s, err := jsonschema.ForType(typ, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf("result type %v has schema type %q %v, but MCP requires an object schema", typ, s.Type, s.Types)
+	}
+	return s, nil
 }
 
 // handler calls the tool through the HTTP handler and answers its result as

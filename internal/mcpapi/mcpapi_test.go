@@ -69,7 +69,15 @@ func startServer(t testing.TB) (*app.App, *httptest.Server) {
 
 func httpDo(t testing.TB, srv *httptest.Server, method, path, token, body string) (int, []byte) {
 	t.Helper()
+	return httpDoHeaders(t, srv, method, path, token, body, nil)
+}
+
+func httpDoHeaders(t testing.TB, srv *httptest.Server, method, path, token, body string, headers map[string]string) (int, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
