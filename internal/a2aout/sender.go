@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -185,6 +186,14 @@ func (s *Sender) SendLapse(ctx context.Context, card expect.Card, m Message) (Ou
 		}
 		out, err = s.sendOnce(ctx, card, m)
 	}
+	var broken *brokenAfterClientCert
+	if errors.As(err, &broken) && ctx.Err() == nil {
+		// In TLS 1.3 the agent judges the client certificate after the
+		// client's handshake has ended; its refusal races the request's
+		// write and may surface as a reset instead of the alert. Once
+		// more, on a fresh connection, to read the agent's answer.
+		out, err = s.sendOnce(ctx, card, m)
+	}
 	return out, err
 }
 
@@ -219,6 +228,8 @@ func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out
 			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, Unbound: plan.unbound, StatusCode: code, Err: err, tokens: plan.tokens}
 		} else if plan.cert != nil && tlsRefusal(err) {
 			err = &AuthError{Schemes: plan.schemes, Missing: plan.missing, TLSRefused: true, Err: err}
+		} else if plan.cert != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			err = &brokenAfterClientCert{err}
 		}
 		return fmt.Errorf("a2aout: send lapse message %s to agent %q at %s: %w", m.MessageID, card.AgentID, card.URL, err)
 	}
@@ -529,6 +540,15 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	return resp, err
 }
+
+// brokenAfterClientCert is a connection that broke during a send that
+// presented a client certificate: possibly the agent refusing it (TLS 1.3
+// reports that after the handshake), which SendLapse finds out by sending
+// once more.
+type brokenAfterClientCert struct{ err error }
+
+func (b *brokenAfterClientCert) Error() string { return b.err.Error() }
+func (b *brokenAfterClientCert) Unwrap() error { return b.err }
 
 // limitedBody is a response body read through a limit.
 type limitedBody struct {

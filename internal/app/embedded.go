@@ -161,7 +161,13 @@ func Start(cfg Config) (*App, error) {
 		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: a.Credentials})
 	}
 	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
-	a.Timers = timers.New(a.Watcher.TickMany, cfg.TimerWorkers, cfg.Log)
+	// The clock's lapse commits are exempt from the feed's backpressure
+	// (meant for bulk writers), and the timers keep the watcher's clock, so
+	// that the two never disagree on whether an instant has come.
+	a.Timers = timers.New(func(ctx context.Context, ins []expect.Instant) ([]expect.Instant, error) {
+		return a.Watcher.TickDue(store.WithoutFeedStall(ctx), ins)
+	}, cfg.TimerWorkers, cfg.Log)
+	a.Timers.SetClock(a.Watcher.Now)
 	a.Timers.Lateness = cfg.Lateness
 	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
@@ -184,7 +190,7 @@ func Start(cfg Config) (*App, error) {
 	a.Eval = evaluation.New(st, evalOpt)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
 	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
-		Metrics: cfg.Metrics}
+		Metrics: cfg.Metrics, Now: a.Watcher.Now}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
 	a.Handler.Metrics = cfg.Metrics
@@ -210,7 +216,12 @@ func Start(cfg Config) (*App, error) {
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
 	if !cfg.PauseFeed {
-		a.run(func() { _ = feed.Run(ctx, st, a.Feed, cfg.Log) })
+		// A change still failing after its retries is set aside (kept with
+		// the reason, counted) so the changes behind it go on; the
+		// window's sweep finds the instants it would have scheduled.
+		a.run(func() {
+			_ = feed.RunWith(ctx, st, a.Feed, cfg.Log, feed.Options{MaxAttempts: feed.DefaultMaxAttempts, SetAside: feed.SetAsideInStore(st, cfg.Metrics, a.Watcher.Now)})
+		})
 	}
 	return a, nil
 }

@@ -136,6 +136,22 @@ func Instants(r *Record) []Instant {
 	return out
 }
 
+// NotYet reports whether in is still one of r's instants and has not come
+// at now: a tick that arrived early (a clock stepped back between its
+// dispatch and its tick, or a clock behind the one that dispatched it),
+// which changes nothing and must be armed again rather than taken as done.
+func NotYet(r *Record, in Instant, now time.Time) bool {
+	if r == nil || !now.Before(in.At) {
+		return false
+	}
+	for _, cur := range Instants(r) {
+		if cur.Kind == in.Kind && cur.At.Equal(in.At) {
+			return true
+		}
+	}
+	return false
+}
+
 // NextInstant returns the earliest instant of the record, if it is open.
 func NextInstant(r *Record) (Instant, bool) {
 	ins := Instants(r)

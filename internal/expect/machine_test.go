@@ -350,3 +350,32 @@ func TestObserveFact(t *testing.T) {
 		t.Fatal("lastFactAt is the max observedAt")
 	}
 }
+
+func TestNotYet(t *testing.T) {
+	r := raiseOne(t, exp("e", func(e *Expectation) { e.Grace = "PT1H" }), nil, at(-time.Hour))
+	due := Instants(r)[0]
+	pastDue, _ := Tick(r, nil, at(time.Minute))
+	satisfied := r.Clone()
+	satisfied.State = StateSatisfied
+	moved := due
+	moved.At = due.At.Add(time.Second)
+	for _, c := range []struct {
+		name string
+		r    *Record
+		in   Instant
+		now  time.Time
+		want bool
+	}{
+		{"before its time: arm again", r, due, due.At.Add(-time.Millisecond), true},
+		{"at its time", r, due, due.At, false},
+		{"after its time", r, due, due.At.Add(time.Second), false},
+		{"no longer the record's (past due already)", pastDue, due, due.At.Add(-time.Second), false},
+		{"the record is no longer open", satisfied, due, due.At.Add(-time.Second), false},
+		{"another time than the record's (re-anchored)", r, moved, due.At, false},
+		{"no record", nil, due, due.At.Add(-time.Second), false},
+	} {
+		if got := NotYet(c.r, c.in, c.now); got != c.want {
+			t.Errorf("%s: NotYet = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

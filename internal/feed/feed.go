@@ -251,6 +251,28 @@ func (p *Processor) current(ctx context.Context, ch store.Change, ref, newR *exp
 // A crash therefore replays at most the unacknowledged tail, which the
 // Processor handles idempotently.
 func Run(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Logger) error {
+	return RunWith(ctx, fr, p, log, Options{})
+}
+
+// Options bound how long Run holds the changes behind one that fails.
+type Options struct {
+	// MaxAttempts of one change before it is set aside (0: retried until
+	// it applies, the changes behind it waiting).
+	MaxAttempts int
+	// SetAside keeps a change given up on, with the reason (SetAsideInStore
+	// on the embedded store); it is called until it succeeds.
+	SetAside func(ctx context.Context, ch store.Change, cause error) error
+}
+
+// DefaultMaxAttempts is how often the embedded runtime tries a change
+// (about 25 s of backoff in all) before setting it aside.
+const DefaultMaxAttempts = 10
+
+// RunWith is Run that sets aside a change still failing after
+// opt.MaxAttempts, so that one poisoned change does not block every
+// change behind it: the changes after it are applied, and the instants it
+// would have scheduled are found by the timers' sweep.
+func RunWith(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Logger, opt Options) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -276,7 +298,7 @@ func Run(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Lo
 		}
 		for _, ch := range changes {
 			backoff := 50 * time.Millisecond
-			for {
+			for attempt := 1; ; attempt++ {
 				err := p.Handle(ctx, ch)
 				if err == nil {
 					break
@@ -284,7 +306,13 @@ func Run(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Lo
 				if ctx.Err() != nil {
 					return nil
 				}
-				log.Error("feed change failed; retrying", "seq", ch.Seq, "key", ch.Key.String(), "err", err)
+				if opt.MaxAttempts > 0 && attempt >= opt.MaxAttempts && opt.SetAside != nil {
+					if setAside(ctx, opt.SetAside, ch, err, log) {
+						break
+					}
+					return nil
+				}
+				log.Error("feed change failed; retrying", "seq", ch.Seq, "key", ch.Key.String(), "attempt", attempt, "err", err)
 				if !sleep(ctx, backoff) {
 					return nil
 				}
@@ -294,6 +322,64 @@ func Run(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slog.Lo
 		if err := fr.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("feed ack failed", "err", err)
 		}
+	}
+}
+
+// setAside keeps ch with fn until that succeeds or ctx ends (false).
+func setAside(ctx context.Context, fn func(context.Context, store.Change, error) error, ch store.Change, cause error, log *slog.Logger) bool {
+	for {
+		err := fn(ctx, ch, cause)
+		if err == nil {
+			log.Error("feed change set aside after its retries; the changes behind it go on", "seq", ch.Seq, "key", ch.Key.String(), "type", ch.Type(), "err", cause)
+			return true
+		}
+		log.Error("setting a feed change aside failed; retrying", "seq", ch.Seq, "err", err)
+		if !sleep(ctx, time.Second) {
+			return false
+		}
+	}
+}
+
+// TypeSetAside is the type of the item that keeps a change the feed set
+// aside (SetAsideInStore).
+const TypeSetAside = "feedsetaside"
+
+// SetAsideRecord is what is kept of a change set aside: which change, and
+// why.
+type SetAsideRecord struct {
+	Seq    string    `json:"seq"`
+	Key    store.Key `json:"key"`
+	Type   string    `json:"type"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// SetAsideKey is where the change of seq (the feed's position, which
+// sorts) is kept: one partition, in feed order, for operators to list
+// (store.Query with PK SetAsidePK).
+func SetAsideKey(seq string) store.Key {
+	return store.Key{PK: SetAsidePK, SK: store.KeyPart(seq)}
+}
+
+// SetAsidePK is the partition of the changes set aside.
+const SetAsidePK = "FEEDSETASIDE"
+
+// SetAsideInStore returns an Options.SetAside that keeps the change in st
+// (an item of type TypeSetAside, whose own change the Processor ignores)
+// and counts it (metrics.FeedSetAside).
+func SetAsideInStore(st store.Store, rec metrics.Recorder, now func() time.Time) func(context.Context, store.Change, error) error {
+	rec = metrics.Or(rec)
+	return func(ctx context.Context, ch store.Change, cause error) error {
+		b, err := json.Marshal(SetAsideRecord{Seq: ch.Seq, Key: ch.Key, Type: ch.Type(), Reason: cause.Error(), At: now().UTC()})
+		if err != nil {
+			return err
+		}
+		it := store.Item{Key: SetAsideKey(ch.Seq), Type: TypeSetAside, Data: b}
+		if err := st.Commit(ctx, []store.Write{{Put: &it}}); err != nil {
+			return err
+		}
+		rec.Record(metrics.FeedSetAside, 1)
+		return nil
 	}
 }
 

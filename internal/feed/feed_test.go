@@ -42,7 +42,7 @@ func testDuplicateAndOutOfOrder(t *testing.T, byItem bool) {
 	if _, err := svc.PutCard(ctx, "a1", agent.Card()); err != nil {
 		t.Fatal(err)
 	}
-	clock := timers.New(func(context.Context, []expect.Instant) error { return nil }, 1, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	clock := timers.New(func(context.Context, []expect.Instant) ([]expect.Instant, error) { return nil, nil }, 1, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	p := &feed.Processor{Scheduler: clock, Watcher: svc, Current: svc.Get}
 	if byItem {
 		p.Current, p.CurrentItem = nil, st.Get

@@ -34,6 +34,9 @@ type Desc struct {
 	Labels []string
 	// Buckets are the histogram's upper bounds in seconds (Prometheus).
 	Buckets []float64
+	// EmbeddedOnly metrics measure what only the embedded runtime does;
+	// the AWS dashboard does not draw them.
+	EmbeddedOnly bool
 }
 
 // Recorder records measurements. Implementations are safe for concurrent
@@ -99,9 +102,13 @@ var (
 		Help: "Lapse tasks moved to the dead letters (attempts exhausted, or refused for good)."}
 )
 
-// The metric of the change feed (internal/feed).
-var FeedLag = &Desc{Name: "clockwork_feed_lag_seconds", Kind: Histogram, Unit: "Seconds", Buckets: latenessBuckets,
-	Help: "Time from a change's commit to its processing by the change-feed processor (on AWS the stream record's creation time, which has one-second precision)."}
+// The metrics of the change feed (internal/feed).
+var (
+	FeedLag = &Desc{Name: "clockwork_feed_lag_seconds", Kind: Histogram, Unit: "Seconds", Buckets: latenessBuckets,
+		Help: "Time from a change's commit to its processing by the change-feed processor (on AWS the stream record's creation time, which has one-second precision)."}
+	FeedSetAside = &Desc{Name: "clockwork_feed_changes_set_aside_total", Kind: Counter, Unit: "Count", EmbeddedOnly: true,
+		Help: "Changes the embedded change feed could not apply after its bounded retries and set aside (kept with the reason) so the changes behind them go on; the timers' sweep still finds their instants."}
+)
 
 // The metrics of the evaluation loop (internal/evaluation, internal/judge).
 var (
@@ -131,7 +138,7 @@ var (
 func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
-		DeliveryAttempts, DeliveryFailures, DeadLetters, FeedLag,
+		DeliveryAttempts, DeliveryFailures, DeadLetters, FeedLag, FeedSetAside,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,
 	}

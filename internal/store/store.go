@@ -332,3 +332,20 @@ func CheckWrites(writes []Write) error {
 	}
 	return nil
 }
+
+type noFeedStallKey struct{}
+
+// WithoutFeedStall marks ctx's commits as exempt from a store's change-feed
+// backpressure (the embedded store slows committers while its feed is far
+// behind, which bulk writers must feel): the clock's lapse commits use it,
+// so that instants land on time whatever a bulk load or a stuck change has
+// left in the feed.
+func WithoutFeedStall(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noFeedStallKey{}, true)
+}
+
+// FeedStallExempt reports whether ctx's commits skip feed backpressure.
+func FeedStallExempt(ctx context.Context) bool {
+	v, _ := ctx.Value(noFeedStallKey{}).(bool)
+	return v
+}

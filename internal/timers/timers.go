@@ -27,15 +27,19 @@ type key struct {
 }
 
 type entry struct {
-	in    expect.Instant
-	k     key
-	index int
+	in expect.Instant
+	k  key
+	// fireAt is when the entry is handed to the workers: the instant's
+	// time, or later for an instant armed again (an early tick, a failure)
+	// whose time has already passed on the timers' clock.
+	fireAt time.Time
+	index  int
 }
 
 type entryHeap []*entry
 
 func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].in.At.Before(h[j].in.At) }
+func (h entryHeap) Less(i, j int) bool { return h[i].fireAt.Before(h[j].fireAt) }
 func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
 func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
 func (h *entryHeap) Pop() any {
@@ -46,9 +50,22 @@ func (h *entryHeap) Pop() any {
 	return e
 }
 
-// FireFunc handles instants that have come, together. An error makes the
-// timers try them again after a short backoff.
-type FireFunc func(ctx context.Context, ins []expect.Instant) error
+// FireFunc handles instants that have come, together, and returns those
+// that turned out not to have come (on the clock of whoever decides, for a
+// tick that arrived early): the timers arm them again. An error makes the
+// timers try them all again after a short backoff.
+type FireFunc func(ctx context.Context, ins []expect.Instant) (notYet []expect.Instant, err error)
+
+// Rearm is how soon an instant armed again fires when its time has already
+// passed on the timers' clock (a clock behind theirs decided it had not
+// come): soon, but not in a loop.
+const Rearm = 200 * time.Millisecond
+
+// maxSleep bounds one wait of the dispatcher, which counts on the
+// monotonic clock a duration computed from wall-clock times: a wall clock
+// stepped forward is noticed within it rather than at the earliest held
+// instant.
+const maxSleep = time.Second
 
 // maxFire bounds the instants one worker hands to FireFunc at once.
 const maxFire = 50
@@ -74,7 +91,7 @@ type Timers struct {
 }
 
 // New returns timers that call fire for each instant that has come, from
-// workers goroutines.
+// workers goroutines, on the clock time.Now (SetClock changes it).
 func New(fire FireFunc, workers int, log *slog.Logger) *Timers {
 	if workers < 1 {
 		workers = 1
@@ -82,6 +99,15 @@ func New(fire FireFunc, workers int, log *slog.Logger) *Timers {
 	return &Timers{fire: fire, now: time.Now, log: log, workers: workers,
 		byKey: map[key]*entry{}, wake: make(chan struct{}, 1), work: make(chan expect.Instant, 4096)}
 }
+
+// SetClock makes now the timers' clock: give them the clock of whoever
+// decides whether an instant has come (the watcher's), so that the two do
+// not disagree. Call it before Run.
+func (t *Timers) SetClock(now func() time.Time) { t.now = now }
+
+// Poke makes the dispatcher look at the clock now (tests that step a clock
+// use it; the dispatcher looks at least every maxSleep anyway).
+func (t *Timers) Poke() { t.signal() }
 
 func keyOf(in expect.Instant) key {
 	return key{agent: in.AgentID, id: in.ExpectationID, kind: in.Kind, at: in.At.UnixNano()}
@@ -132,12 +158,20 @@ func (t *Timers) push(ins []expect.Instant) {
 }
 
 func (t *Timers) pushLocked(ins []expect.Instant) {
+	t.pushAtLocked(ins, time.Time{})
+}
+
+// pushAtLocked adds instants to fire at their time, or not before notBefore.
+func (t *Timers) pushAtLocked(ins []expect.Instant, notBefore time.Time) {
 	for _, in := range ins {
 		k := keyOf(in)
 		if _, ok := t.byKey[k]; ok {
 			continue
 		}
-		e := &entry{in: in, k: k}
+		e := &entry{in: in, k: k, fireAt: in.At}
+		if e.fireAt.Before(notBefore) {
+			e.fireAt = notBefore
+		}
 		t.byKey[k] = e
 		heap.Push(&t.h, e)
 	}
@@ -156,7 +190,7 @@ func (t *Timers) signal() {
 func (t *Timers) waitDispatched(ctx context.Context, upTo time.Time) error {
 	for {
 		t.mu.Lock()
-		waiting := len(t.h) > 0 && !t.h[0].in.At.After(upTo) && !t.h[0].in.At.After(t.now())
+		waiting := len(t.h) > 0 && !t.h[0].in.At.After(upTo) && !t.h[0].fireAt.After(t.now())
 		t.mu.Unlock()
 		if !waiting {
 			return nil
@@ -233,14 +267,14 @@ func (t *Timers) Run(ctx context.Context) {
 		t.mu.Lock()
 		var due []expect.Instant
 		now := t.now()
-		for len(t.h) > 0 && !t.h[0].in.At.After(now) && len(due) < 1024 {
+		for len(t.h) > 0 && !t.h[0].fireAt.After(now) && len(due) < 1024 {
 			e := heap.Pop(&t.h).(*entry)
 			delete(t.byKey, e.k)
 			due = append(due, e.in)
 		}
-		wait := time.Hour
+		wait := maxSleep
 		if len(t.h) > 0 {
-			wait = t.h[0].in.At.Sub(now)
+			wait = min(maxSleep, t.h[0].fireAt.Sub(now))
 		}
 		t.mu.Unlock()
 		for _, in := range due {
@@ -279,19 +313,25 @@ func (t *Timers) Run(ctx context.Context) {
 func (t *Timers) handle(ctx context.Context, ins []expect.Instant) {
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := t.fire(ctx, ins)
-		if err == nil || ctx.Err() != nil {
+		notYet, err := t.fire(ctx, ins)
+		if err == nil {
+			if len(notYet) > 0 {
+				// Early: armed again for their time, or shortly when
+				// that has passed on this clock.
+				t.log.Info("instants ticked early; armed again", "count", len(notYet))
+				t.pushAt(notYet, t.now().Add(Rearm))
+			}
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		if attempt >= 8 {
 			// Give the instants back to the heap rather than lose them
-			// (whatever the limit: they were already loaded).
+			// (whatever the limit: they were already loaded), unchanged,
+			// so a Cancel from the feed still finds them.
 			t.log.Error("instants failed repeatedly; rescheduling", "count", len(ins), "err", err)
-			later := t.now().Add(5 * time.Second)
-			for i := range ins {
-				ins[i].At = later
-			}
-			t.push(ins)
+			t.pushAt(ins, t.now().Add(5*time.Second))
 			return
 		}
 		select {
@@ -301,4 +341,13 @@ func (t *Timers) handle(ctx context.Context, ins []expect.Instant) {
 		}
 		backoff *= 2
 	}
+}
+
+// pushAt adds instants whatever the limit, to fire at their time or not
+// before notBefore.
+func (t *Timers) pushAt(ins []expect.Instant, notBefore time.Time) {
+	t.mu.Lock()
+	t.pushAtLocked(ins, notBefore)
+	t.mu.Unlock()
+	t.signal()
 }

@@ -61,10 +61,25 @@ type Window struct {
 	PageSize  int
 	Log       *slog.Logger
 
+	// SweepAfter is how far past its next instant an open expectation must
+	// be for the sweep to tick it (default DefaultSweepAfter); SweepEvery
+	// how often the sweep runs once caught up (default DefaultSweepEvery).
+	SweepAfter, SweepEvery time.Duration
+
 	end      time.Time
 	caughtUp atomic.Bool
 	loaded   atomic.Int64
+	swept    atomic.Int64
 }
+
+// Defaults of the sweep: an instant held by the timers fires within
+// milliseconds of its time, so one more than a few seconds past is one
+// they never held (a change the feed set aside, an instant dropped by a
+// fault not foreseen) and the sweep ticks it.
+const (
+	DefaultSweepAfter = 5 * time.Second
+	DefaultSweepEvery = 10 * time.Second
+)
 
 func (w *Window) lookahead() time.Duration {
 	if w.Lookahead > 0 {
@@ -110,6 +125,7 @@ func (w *Window) Run(ctx context.Context) {
 	}
 	w.caughtUp.Store(true)
 	w.logInfo("timers caught up", "expectations", w.loaded.Load(), "took", time.Since(t0).String(), "windowEnd", expect.FormatTime(w.end))
+	go w.sweepLoop(ctx)
 	for {
 		if !w.retry(ctx, "advance", w.advance) {
 			return
@@ -120,6 +136,75 @@ func (w *Window) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Swept returns how many expectations the sweep found past an instant
+// the timers did not hold, since the start.
+func (w *Window) Swept() int64 { return w.swept.Load() }
+
+func (w *Window) sweepLoop(ctx context.Context) {
+	every := w.SweepEvery
+	if every <= 0 {
+		every = DefaultSweepEvery
+	}
+	for sleep(ctx, every) {
+		w.retry(ctx, "sweep", func(ctx context.Context) error { _, err := w.Sweep(ctx); return err })
+	}
+}
+
+// Sweep hands to the timers every open expectation whose next instant is
+// more than SweepAfter past on their clock: the repair of whatever kept an
+// instant from them (a change the feed set aside, one that failed past its
+// retries). It reads the open-instant index a page at a time, waiting for
+// what it handed over to be dispatched before reading on, so its memory is
+// a page whatever it finds. An instant held or in flight meanwhile is
+// ticked twice, to no effect the second time. It returns how many
+// expectations it handed over; errors are the store's.
+func (w *Window) Sweep(ctx context.Context) (int, error) {
+	after := w.SweepAfter
+	if after <= 0 {
+		after = DefaultSweepAfter
+	}
+	now := w.Timers.now()
+	cutoff := now.Add(-after)
+	found := 0
+	for shard := range w.Source.OpenShards() {
+		token := ""
+		for {
+			page, next, err := w.Source.OpenBefore(ctx, shard, cutoff, token, w.pageSize())
+			if err != nil {
+				return found, err
+			}
+			for _, rec := range page {
+				var due []expect.Instant
+				for _, in := range rec {
+					if !in.At.After(cutoff) {
+						due = append(due, in)
+					}
+				}
+				if len(due) > 0 {
+					w.Timers.push(due)
+					found++
+				}
+			}
+			if len(page) > 0 {
+				if err := w.Timers.waitDispatched(ctx, now); err != nil {
+					return found, err
+				}
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+	}
+	if found > 0 {
+		w.swept.Add(int64(found))
+		if w.Log != nil {
+			w.Log.Warn("timer sweep found open expectations past an instant the timers did not hold; ticked them", "expectations", found)
+		}
+	}
+	return found, nil
 }
 
 // advance moves the end on to WindowEnd(now) a minute at a time, loading

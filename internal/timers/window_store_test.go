@@ -79,7 +79,7 @@ func held(tm *Timers) []string { return keys(tm.Pending()) }
 // window is held at once, one beyond it waits for its minute.
 func TestWindowCatchUpOldestFirstThenMinuteByMinute(t *testing.T) {
 	e := newStoreEnv(t, "2030-01-01T00:00:30Z")
-	// Raised "before the restart", spread over the 16 shards of the index.
+	// Raised "before the restart", spread over the shards of the index.
 	for i, due := range []string{"2029-12-31T23:50:00Z", "2029-12-31T23:55:00Z", "2030-01-01T00:00:29Z", "2029-12-31T23:59:00Z", "2029-12-31T23:59:00.5Z"} {
 		e.raise(fmt.Sprintf("old%d", i), due, "")
 	}
@@ -93,13 +93,13 @@ func TestWindowCatchUpOldestFirstThenMinuteByMinute(t *testing.T) {
 
 	var mu sync.Mutex
 	var fired []string
-	tm := New(func(ctx context.Context, ins []expect.Instant) error {
+	tm := New(func(ctx context.Context, ins []expect.Instant) ([]expect.Instant, error) {
 		mu.Lock()
 		for _, in := range ins {
 			fired = append(fired, in.ExpectationID)
 		}
 		mu.Unlock()
-		return e.svc.TickMany(ctx, ins)
+		return e.svc.TickDue(ctx, ins)
 	}, 1, quietTimers(nil).log)
 	tm.now = e.clock.Now
 	w := &Window{Timers: tm, Source: e.svc, PageSize: 2}
@@ -219,12 +219,12 @@ func TestCatchUpHoldsABoundedPart(t *testing.T) {
 	}
 	var maxHeld, fired atomic.Int64
 	var tm *Timers
-	tm = New(func(_ context.Context, ins []expect.Instant) error {
+	tm = New(func(_ context.Context, ins []expect.Instant) ([]expect.Instant, error) {
 		if l := int64(tm.Len()); l > maxHeld.Load() {
 			maxHeld.Store(l)
 		}
 		fired.Add(int64(len(ins)))
-		return nil
+		return nil, nil
 	}, 1, quietTimers(nil).log)
 	tm.now = e.clock.Now
 	w := &Window{Timers: tm, Source: e.svc, PageSize: 50}

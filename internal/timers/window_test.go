@@ -190,7 +190,7 @@ func keys(ins []expect.Instant) []string {
 // limit is held whole; one with every instant at or after it is left to
 // the window's next load; instants already held stay when the limit moves.
 func TestScheduleHoldsOnlyTheWindow(t *testing.T) {
-	tm := quietTimers(func(context.Context, []expect.Instant) error { return nil })
+	tm := quietTimers(func(context.Context, []expect.Instant) ([]expect.Instant, error) { return nil, nil })
 	tm.SetLimit(at("2030-01-01T00:03:00Z"))
 	ctx := context.Background()
 	tm.Schedule(ctx, []expect.Instant{

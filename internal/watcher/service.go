@@ -514,8 +514,19 @@ func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
 // TickMany evaluates the records of several instants that have come,
 // committing each agent's records together (one transaction for up to
 // store.MaxCommitWrites/2 records), so a burst of instants costs a few
-// commits rather than one each.
+// commits rather than one each. Instants that have not come yet on the
+// watcher's clock change nothing (TickDue returns them).
 func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
+	_, err := s.TickDue(ctx, ins)
+	return err
+}
+
+// TickDue is TickMany that also returns the instants that have not come
+// on the watcher's clock and are still their records' (expect.NotYet): the
+// embedded clock arms them again instead of losing them. Errors are the
+// store's.
+func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.Instant, error) {
+	var notYet []expect.Instant
 	byAgent := map[string][]expect.Instant{}
 	var order []string
 	for _, in := range ins {
@@ -530,7 +541,9 @@ func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
 		for len(list) > 0 {
 			part := list[:min(chunk, len(list))]
 			list = list[len(part):]
+			var early []expect.Instant
 			err := s.update(ctx, agent, func(st *txState) error {
+				early = early[:0]
 				now := s.now()
 				for _, in := range part {
 					r, err := st.record(in.ExpectationID)
@@ -544,18 +557,23 @@ func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
 					if err != nil {
 						return err
 					}
-					if nr, changed := expect.Tick(r, sub, now); changed {
+					nr, changed := expect.Tick(r, sub, now)
+					if changed {
 						st.set(nr)
+					}
+					if expect.NotYet(nr, in, now) {
+						early = append(early, in)
 					}
 				}
 				return st.stage()
 			})
 			if err != nil {
-				return internal(err)
+				return nil, internal(err)
 			}
+			notYet = append(notYet, early...)
 		}
 	}
-	return nil
+	return notYet, nil
 }
 
 // UpdateRecord applies fn to one record in a read-modify-write with retry.

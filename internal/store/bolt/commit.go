@@ -41,7 +41,7 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 	if err != nil {
 		return err
 	}
-	if d := s.feedStall(len(ops)); d > 0 {
+	if d := s.feedStall(len(ops)); d > 0 && !store.FeedStallExempt(ctx) {
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
