@@ -2,10 +2,12 @@ package timers
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/feed"
 )
 
 // fireThrough returns timers whose fire ticks the watcher of e, calling
@@ -133,5 +135,54 @@ func TestSweepTicksWhatTheTimersNeverHeld(t *testing.T) {
 	}
 	if w.Swept() != 3 {
 		t.Fatalf("Swept() = %d", w.Swept())
+	}
+}
+
+// TestCatchUpOfABacklogWithGraceAheadHoldsTheWindow: after a downtime, 600
+// expectations are past due with their grace ends two hours ahead. The
+// catch-up ticks each due instant (marking it past due) holding at most a
+// page or two of instants at once, and afterwards holds none of the grace
+// ends, which are beyond the window: memory is the window's, not the
+// backlog's (counted, not timed).
+func TestCatchUpOfABacklogWithGraceAheadHoldsTheWindow(t *testing.T) {
+	e := newStoreEnv(t, "2029-12-31T23:00:00Z")
+	const n = 600
+	for i := range n {
+		e.raise(fmt.Sprintf("b%03d", i), fmt.Sprintf("2029-12-31T23:%02d:%02dZ", 10+i/60, i%60), "PT2H")
+	}
+	e.clock.Set("2030-01-01T00:00:00Z") // the restart, after the downtime
+	var maxHeld atomic.Int64
+	var tm *Timers
+	tm = New(func(ctx context.Context, ins []expect.Instant) ([]expect.Instant, error) {
+		if l := int64(tm.Len()); l > maxHeld.Load() {
+			maxHeld.Store(l)
+		}
+		return e.svc.TickDue(ctx, ins)
+	}, 1, quietTimers(nil).log)
+	tm.SetClock(e.clock.Now)
+	w := &Window{Timers: tm, Source: e.svc, PageSize: 50}
+	w.Prime()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go tm.Run(ctx)
+	if err := w.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := &feed.Processor{Scheduler: tm, Current: e.svc.Get, ScheduleAll: true}
+	waitFor(t, func() bool {
+		e.feedTo(p) // the ticks' changes: their grace ends are beyond the window
+		r, err := e.svc.Get(ctx, "a", fmt.Sprintf("b%03d", n-1))
+		return err == nil && r.PastDue && tm.Len() == 0
+	})
+	for i := range n {
+		if r, err := e.svc.Get(ctx, "a", fmt.Sprintf("b%03d", i)); err != nil || !r.PastDue || r.State != expect.StateOpen {
+			t.Fatalf("b%03d: %+v %v", i, r, err)
+		}
+	}
+	if m := maxHeld.Load(); m > 100 {
+		t.Fatalf("held up to %d instants at once catching up 600 with pages of 50", m)
+	}
+	if tm.Len() != 0 {
+		t.Fatalf("holds %d instants after the catch-up; the grace ends are two hours ahead", tm.Len())
 	}
 }

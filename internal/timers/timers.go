@@ -114,10 +114,10 @@ func keyOf(in expect.Instant) key {
 }
 
 // SetLimit sets the end of the window the timers hold: from now on
-// Schedule keeps the instants of an expectation only when one of them is
-// before limit (all of them then, so that its later instants need not be
-// loaded again). The zero limit, the default, keeps every instant.
-// Instants already held stay.
+// Schedule keeps only instants before limit (the Window loads the later
+// ones from the store when it gets there: an expectation's next instant
+// is always in the store's open-instant index). The zero limit, the
+// default, keeps every instant. Instants already held stay.
 func (t *Timers) SetLimit(limit time.Time) {
 	t.mu.Lock()
 	t.limit = limit
@@ -131,22 +131,22 @@ func (t *Timers) Limit() time.Time {
 	return t.limit
 }
 
-// Schedule adds instants; one already scheduled is ignored, and so are the
-// instants of an expectation that are all at or after the limit (the
-// Window loads them from the store when it gets there). Give it all of an
-// expectation's current instants at once (feed.Processor.ScheduleAll). It
-// never fails.
+// Schedule adds the instants before the limit; one already scheduled is
+// ignored, and those at or after the limit are left to the Window, which
+// loads each when its minute comes. Memory is therefore the window's
+// instants, whatever is open or overdue. Give it all of an expectation's
+// current instants at once (feed.Processor.ScheduleAll). It never fails.
 func (t *Timers) Schedule(_ context.Context, ins []expect.Instant) error {
+	t.pushWithin(ins)
+	return nil
+}
+
+// pushWithin adds the instants before the limit.
+func (t *Timers) pushWithin(ins []expect.Instant) {
 	t.mu.Lock()
-	for _, group := range byExpectation(ins) {
-		if !Within(group, t.limit) {
-			continue
-		}
-		t.pushLocked(group)
-	}
+	t.pushLocked(Before(ins, t.limit))
 	t.mu.Unlock()
 	t.signal()
-	return nil
 }
 
 // push adds instants whatever the limit.

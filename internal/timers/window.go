@@ -270,7 +270,7 @@ func (w *Window) catchUp(ctx context.Context) error {
 			continue
 		}
 		rec := c.pop()
-		w.Timers.push(rec)
+		w.Timers.pushWithin(rec)
 		w.loaded.Add(1)
 		if n++; n%w.pageSize() == 0 {
 			if err := w.Timers.waitDispatched(ctx, earliest(rec)); err != nil {
@@ -291,7 +291,7 @@ func (w *Window) loadMinute(ctx context.Context, m time.Time) error {
 			}
 			for _, rec := range page {
 				if len(rec) > 0 {
-					w.Timers.push(rec)
+					w.Timers.pushWithin(rec)
 					w.loaded.Add(1)
 				}
 			}
@@ -321,6 +321,21 @@ func MinutesBetween(from, to time.Time) []time.Time {
 	var out []time.Time
 	for m := from; m.Before(to); m = m.Add(time.Minute) {
 		out = append(out, m)
+	}
+	return out
+}
+
+// Before returns the instants before limit (all of them for the zero
+// limit), in order.
+func Before(ins []expect.Instant, limit time.Time) []expect.Instant {
+	if limit.IsZero() {
+		return ins
+	}
+	out := make([]expect.Instant, 0, len(ins))
+	for _, in := range ins {
+		if in.At.Before(limit) {
+			out = append(out, in)
+		}
 	}
 	return out
 }
