@@ -550,6 +550,12 @@ class Faults:
         TransactionCanceledException whose CancellationReasons hold
         TransactionConflict for one action and None for the others, as
         DynamoDB answers when another transaction holds one of the items.
+      * transactionThrottle: the fraction of TransactWriteItems refused with
+        TransactionCanceledException whose CancellationReasons hold
+        ThrottlingError (or, half the time, ProvisionedThroughputExceeded)
+        for one action and None for the others, as DynamoDB answers when a
+        partition the transaction writes is throttled. The SDKs do not retry
+        a TransactionCanceledException; the caller must.
       * loseAnswers, loseAnswersTable: the next loseAnswers successful
         single-item writes (PutItem, UpdateItem, DeleteItem) to the table
         named loseAnswersTable are applied and then answered with HTTP 500
@@ -573,12 +579,13 @@ class Faults:
         self.lag = 0.0
         self.throttle = 0.0
         self.conflict = 0.0
+        self.tx_throttle = 0.0
         self.rng = random.Random()
         self.written = {}  # (table, key) -> monotonic time of the last write
         self.keys = {}  # table -> (hash attribute, range attribute or None)
         self.lose = 0
         self.lose_table = ""
-        self.counts = {"throttled": 0, "conflicts": 0, "hiddenFromIndex": 0, "lostAnswers": 0}
+        self.counts = {"throttled": 0, "conflicts": 0, "transactionsThrottled": 0, "hiddenFromIndex": 0, "lostAnswers": 0}
         self.pruned = time.monotonic()
 
     def configure(self, settings):
@@ -589,6 +596,8 @@ class Faults:
                 self.throttle = min(1.0, max(0.0, float(settings["throttle"])))
             if "transactionConflict" in settings:
                 self.conflict = min(1.0, max(0.0, float(settings["transactionConflict"])))
+            if "transactionThrottle" in settings:
+                self.tx_throttle = min(1.0, max(0.0, float(settings["transactionThrottle"])))
             if "loseAnswers" in settings:
                 self.lose = max(0, int(settings["loseAnswers"]))
             if "loseAnswersTable" in settings:
@@ -602,6 +611,7 @@ class Faults:
             "gsiLagSeconds": self.lag,
             "throttle": self.throttle,
             "transactionConflict": self.conflict,
+            "transactionThrottle": self.tx_throttle,
             "loseAnswers": self.lose,
             "loseAnswersTable": self.lose_table,
             "counts": dict(self.counts),
@@ -635,18 +645,28 @@ class Faults:
                     "Throughput exceeds the current capacity of your table or index. DynamoDB is "
                     "automatically scaling your table or index so please try again shortly.")
             if op == "TransactWriteItems" and self.chance(self.conflict):
-                actions = body.get("TransactItems") if isinstance(body, dict) else None
-                n = len(actions) if isinstance(actions, list) and actions else 1
-                hit = self.rng.randrange(n)
-                reasons = [{"Code": "None"} for _ in range(n)]
-                reasons[hit] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
-                codes = ", ".join(r["Code"] for r in reasons)
                 self.counts["conflicts"] += 1
-                return _error(
-                    "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-                    "Transaction cancelled, please refer cancellation reasons for specific reasons [%s]" % codes,
-                    CancellationReasons=reasons, message_key="Message")
+                return self.cancelled(body, {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"})
+            if op == "TransactWriteItems" and self.chance(self.tx_throttle):
+                self.counts["transactionsThrottled"] += 1
+                if self.rng.random() < 0.5:
+                    return self.cancelled(body, {"Code": "ProvisionedThroughputExceeded",
+                                                 "Message": "The level of configured provisioned throughput for the table was exceeded."})
+                return self.cancelled(body, {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity for one or more global secondary indexes."})
             return None
+
+    def cancelled(self, body, reason):
+        """A TransactionCanceledException with reason for one action (chosen
+        at random) and None for the others, as DynamoDB answers."""
+        actions = body.get("TransactItems") if isinstance(body, dict) else None
+        n = len(actions) if isinstance(actions, list) and actions else 1
+        reasons = [{"Code": "None"} for _ in range(n)]
+        reasons[self.rng.randrange(n)] = reason
+        codes = ", ".join(r["Code"] for r in reasons)
+        return _error(
+            "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Transaction cancelled, please refer cancellation reasons for specific reasons [%s]" % codes,
+            CancellationReasons=reasons, message_key="Message")
 
     def after(self, service, op, body, status, answer):
         """Note what a request wrote, learn key schemas, and hide young

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/store"
@@ -270,13 +272,26 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 				ExpressionAttributeNames: r.names, ExpressionAttributeValues: r.values}
 		}
 	}
-	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems:          items,
-		ClientRequestToken:     aws.String(requestToken()),
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
-	})
-	if err == nil {
-		return nil
+	var err error
+	for attempt := 0; ; attempt++ {
+		_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems:          items,
+			ClientRequestToken:     aws.String(requestToken()),
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityIndexes,
+		})
+		if err == nil {
+			return nil
+		}
+		// A transaction cancelled because a partition it writes is
+		// throttled is retried like any throttle (the SDK's retryer does
+		// not retry a TransactionCanceledException): nothing was applied,
+		// so a fresh token is safe.
+		if !throttledTx(err) || attempt >= MaxThrottledTxAttempts-1 {
+			break
+		}
+		if err := sleepCtx(ctx, txBackoff(attempt)); err != nil {
+			return err
+		}
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -291,6 +306,52 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 		}
 	}
 	return apiErr("commit", err)
+}
+
+// MaxThrottledTxAttempts bounds the attempts of a transaction that
+// DynamoDB keeps cancelling for throttling (ThrottlingError,
+// ProvisionedThroughputExceeded), about 6 s of backoff in all.
+const MaxThrottledTxAttempts = 10
+
+// throttledTx reports whether err is a transaction cancelled for
+// throttling alone: some reason is ThrottlingError or
+// ProvisionedThroughputExceeded, and none is a condition, a conflict or a
+// validation error (which a retry would not change, or which Update
+// handles).
+func throttledTx(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	throttled := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ThrottlingError", "ProvisionedThroughputExceeded":
+			throttled = true
+		case "ConditionalCheckFailed", "TransactionConflict", "ValidationError", "ItemCollectionSizeLimitExceeded":
+			return false
+		}
+	}
+	return throttled
+}
+
+// txBackoff is the wait before retry attempt+1 of a throttled transaction:
+// exponential from 25 ms, capped at 1 s, with full jitter (AWS's advice
+// for retries, so throttled callers spread out).
+func txBackoff(attempt int) time.Duration {
+	ceiling := min(time.Second, 25*time.Millisecond<<attempt)
+	return time.Duration(mrand.Int64N(int64(ceiling)) + 1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // cancelledIndex returns the position of the first reason with code, or -1.

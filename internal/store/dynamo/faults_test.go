@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,5 +159,49 @@ func TestLostAnswerIsNotAConflict(t *testing.T) {
 	}
 	if got, _ := s.Get(ctx, store.Key{PK: "p", SK: "a"}); got.Version != 2 {
 		t.Fatalf("version %d after refused writes, want 2", got.Version)
+	}
+}
+
+// TestThrottledTransactionsRetried: DynamoDB cancels a transaction whose
+// partition is throttled with TransactionCanceledException and a
+// ThrottlingError or ProvisionedThroughputExceeded reason, which the SDK
+// does not retry. With half of all transactions cancelled so, every
+// multi-item commit still succeeds (the adapter retries with backoff);
+// with all of them cancelled, a commit gives up after its bounded
+// attempts with the cancellation, not a conflict, and applies nothing.
+func TestThrottledTransactionsRetried(t *testing.T) {
+	endpoint := dynamotest.Start(t)
+	t.Cleanup(func() { dynamotest.SetFaults(t, endpoint, dynamotest.Faults{}) })
+	db, _ := clients(t)
+	table := dynamotest.NewTable(t, db, "txthrottle-")
+	s := dynamo.New(db, table)
+	ctx := ctxT(t)
+
+	before := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{TransactionThrottle: 0.5, Seed: 7})
+	const n = 20
+	for i := range n {
+		a, b := item("p", fmt.Sprintf("a%02d", i), `{}`), item("p", fmt.Sprintf("b%02d", i), `{}`)
+		if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(a), store.PutIfAbsent(b)}); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	after := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{TransactionThrottle: 1})
+	if got := after.TxThrottled - before.TxThrottled; got < 5 {
+		t.Fatalf("the emulator throttled %d transactions of %d at 50%%", got, n)
+	}
+	err := s.Commit(ctx, []store.Write{store.PutIfAbsent(item("p", "c", `{}`)), store.PutIfAbsent(item("p", "d", `{}`))})
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || errors.Is(err, store.ErrConflict) {
+		t.Fatalf("always throttled: %v, want the cancellation after bounded attempts", err)
+	}
+	final := dynamotest.SetFaults(t, endpoint, dynamotest.Faults{})
+	if got := final.TxThrottled - after.TxThrottled; got != dynamo.MaxThrottledTxAttempts {
+		t.Fatalf("%d attempts, want %d", got, dynamo.MaxThrottledTxAttempts)
+	}
+	if _, err := s.Get(ctx, store.Key{PK: "p", SK: "c"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a cancelled transaction applied something: %v", err)
+	}
+	if p, err := s.Query(ctx, store.Query{PK: "p", Limit: 100}); err != nil || len(p.Items) != 2*n {
+		t.Fatalf("%d items, %v; want %d", len(p.Items), err, 2*n)
 	}
 }

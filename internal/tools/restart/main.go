@@ -8,6 +8,10 @@
 //
 //	go run ./internal/tools/restart -n 100000
 //	go run ./internal/tools/restart -n 1000000 -after 30s
+//	go run ./internal/tools/restart -n 1000000 -due 6m -grace PT2H -down 4m -after 5m
+//
+// The last is a downtime: all come due while the server is down, their
+// grace ends two hours ahead, and the restart catches them up.
 //
 // The data directory is created under -tmp and deleted at the end (unless
 // -keep). Traffic goes only to the server it starts on 127.0.0.1.
@@ -50,6 +54,7 @@ var (
 	keep     = flag.Bool("keep", false, "keep the data directory")
 	bin      = flag.String("bin", "", "server binary (default: go build ./functions/local)")
 	restarts = flag.Int("restarts", 1, "kill -9 and restart this many times")
+	down     = flag.Duration("down", 0, "stay down this long after the kill before the (first) restart: a downtime, during which raised expectations may come due (with -due short and -grace long, a backlog past due whose grace ends are ahead)")
 )
 
 func main() {
@@ -95,6 +100,10 @@ func main() {
 
 	for round := 1; round <= *restarts; round++ {
 		s.kill9()
+		if round == 1 && *down > 0 {
+			fmt.Printf("down for %s\n", *down)
+			time.Sleep(*down)
+		}
 		s = start(server, data, tokens)
 		fmt.Printf("\nrestart %d after kill -9: /healthz answered after %s; an authenticated read after %s\n", round, s.ready.Round(time.Millisecond), s.readReady().Round(time.Millisecond))
 		fmt.Printf("  at ready:        %s\n", s.mem())

@@ -326,6 +326,10 @@ type Faults struct {
 	// TransactionConflict is the fraction of TransactWriteItems cancelled
 	// with a TransactionConflict reason.
 	TransactionConflict float64
+	// TransactionThrottle is the fraction of TransactWriteItems cancelled
+	// with a ThrottlingError or ProvisionedThroughputExceeded reason (a
+	// throttled partition), which the SDK does not retry.
+	TransactionThrottle float64
 	// LoseAnswers makes the next LoseAnswers successful single-item writes
 	// (PutItem, UpdateItem, DeleteItem) to the table LoseAnswersTable be
 	// applied and answered with HTTP 500 InternalServerError, which the SDK
@@ -340,13 +344,15 @@ type Faults struct {
 type FaultCounts struct {
 	Throttled       int `json:"throttled"`
 	Conflicts       int `json:"conflicts"`
+	TxThrottled     int `json:"transactionsThrottled"`
 	HiddenFromIndex int `json:"hiddenFromIndex"`
 	LostAnswers     int `json:"lostAnswers"`
 }
 
 // DefaultFaults are the faults the AWS-mode tests run with: GSIs 2 s
-// behind, 2% of calls throttled, 2% of transactions conflicting.
-var DefaultFaults = Faults{GSILag: 2 * time.Second, Throttle: 0.02, TransactionConflict: 0.02}
+// behind, 2% of calls throttled, 2% of transactions conflicting, 5% of
+// transactions cancelled for throttling.
+var DefaultFaults = Faults{GSILag: 2 * time.Second, Throttle: 0.02, TransactionConflict: 0.02, TransactionThrottle: 0.05}
 
 // SetFaults sets the faults of the emulator at endpoint (for every client
 // of it) and returns the counts so far. It fails t when the emulator does
@@ -364,8 +370,8 @@ func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
 // It returns an error naming what failed.
 func PostFaults(endpoint string, f Faults) (FaultCounts, error) {
 	table, _ := json.Marshal(f.LoseAnswersTable)
-	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"loseAnswers":%d,"loseAnswersTable":%s,"seed":%d}`,
-		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.LoseAnswers, table, f.Seed)
+	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"transactionThrottle":%g,"loseAnswers":%d,"loseAnswersTable":%s,"seed":%d}`,
+		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.TransactionThrottle, f.LoseAnswers, table, f.Seed)
 	res, err := http.Post(endpoint+"/_clockwork/faults", "application/json", strings.NewReader(body))
 	if err != nil {
 		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %w", err)
