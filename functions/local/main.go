@@ -26,6 +26,7 @@ import (
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
 	"github.com/agentclock/clockwork/internal/console"
+	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -145,7 +146,20 @@ func run() error {
 			}
 			queueURL = q.URL
 		}
-		rt, err := awsrt.New(context.Background(), awsrt.Config{
+		// Outbound credentials are sealed with a KMS key: the one named by
+		// CREDENTIALS_KEY_ID, else one the local AWS mode creates (or finds)
+		// as alias/<table>-credentials, as it creates the table and queues.
+		keyID := os.Getenv("CREDENTIALS_KEY_ID")
+		if keyID == "" {
+			ac, err := awsrt.AWSConfig(context.Background(), awsrt.Config{Endpoint: *awsEndpoint})
+			if err != nil {
+				return err
+			}
+			if keyID, err = (&credentials.KMSClient{Config: ac}).EnsureKey(context.Background(), "alias/"+*table+"-credentials"); err != nil {
+				return fmt.Errorf("the credentials key (set CREDENTIALS_KEY_ID to use an existing one): %w", err)
+			}
+		}
+		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,

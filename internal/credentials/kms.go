@@ -139,3 +139,33 @@ func (c *KMSClient) Decrypt(ctx context.Context, keyID string, ciphertext []byte
 	}
 	return out.Plaintext, nil
 }
+
+// EnsureKey returns the id of the symmetric KMS key named alias
+// ("alias/..."), creating the key and the alias when there is none: the
+// local AWS mode's way to a key on LocalStack or moto, as it creates the
+// table and queues (a deployment's key comes from the stack). Errors are
+// KMS's or the transport's.
+func (c *KMSClient) EnsureKey(ctx context.Context, alias string) (string, error) {
+	var found struct{ KeyMetadata struct{ KeyId string } }
+	err := c.call(ctx, "DescribeKey", map[string]any{"KeyId": alias}, &found)
+	if err == nil && found.KeyMetadata.KeyId != "" {
+		return found.KeyMetadata.KeyId, nil
+	}
+	var ke *KMSError
+	if err != nil && !(errors.As(err, &ke) && ke.Code == "NotFoundException") {
+		return "", err
+	}
+	var created struct{ KeyMetadata struct{ KeyId string } }
+	if err := c.call(ctx, "CreateKey", map[string]any{"KeySpec": "SYMMETRIC_DEFAULT", "KeyUsage": "ENCRYPT_DECRYPT",
+		"Description": "clockwork outbound credentials (created by the local AWS mode)"}, &created); err != nil {
+		return "", err
+	}
+	if err := c.call(ctx, "CreateAlias", map[string]any{"AliasName": alias, "TargetKeyId": created.KeyMetadata.KeyId}, &struct{}{}); err != nil {
+		// Another process created the alias meanwhile: use its key.
+		if errors.As(err, &ke) && ke.Code == "AlreadyExistsException" {
+			return c.EnsureKey(ctx, alias)
+		}
+		return "", err
+	}
+	return created.KeyMetadata.KeyId, nil
+}
