@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
@@ -15,10 +16,46 @@ import (
 )
 
 // LambdaBundleBytes is the bound on an evidence bundle's response where the
-// whole response must fit in one AWS Lambda response (6 MB, after the
-// adapter escapes the body as a JSON string or base64-encodes gzip): 4 MiB
-// as sent, gzip-compressed when the client accepts it.
-const LambdaBundleBytes = 4 << 20
+// whole response must fit in one AWS Lambda response (6 MB): the body as
+// the API Gateway adapter carries it, escaped as a JSON string (a '<' or a
+// control character takes 6 bytes there) or, gzip-compressed when the
+// client accepts it, base64-encoded, with room left for the headers and
+// the envelope.
+const LambdaBundleBytes = 5_800_000
+
+// carriedLen is how many bytes body takes in a Lambda proxy response:
+// base64 for a compressed (binary) body, else escaped as a JSON string the
+// way encoding/json escapes it (HTML characters included, as
+// aws-lambda-go's encoder does).
+func carriedLen(body []byte, binary bool) int {
+	if binary {
+		return base64.StdEncoding.EncodedLen(len(body))
+	}
+	n := 2
+	for i := 0; i < len(body); {
+		b := body[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(body[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
 
 // bundle answers GET /v1/verifications/{verificationId}/bundle: the
 // evidence bundle (package evidence) of one VERIFY. Events are read from
@@ -101,12 +138,17 @@ func (h *Handler) boundedBundle(w http.ResponseWriter, r *http.Request, parts *e
 	if err == nil && zw != nil {
 		err = zw.Close()
 	}
+	// The buffer's cap is on the body as written; the bound is on the body
+	// as carried, which escaping or base64 makes larger.
+	if err == nil && carriedLen(buf.Bytes(), gz) > int(h.MaxBundleBytes) {
+		err = errBundleTooLarge
+	}
 	if errors.Is(err, errBundleTooLarge) {
 		how := "fetch it with Accept-Encoding: gzip, which usually makes it several times smaller, or"
 		if gz {
 			how = "even gzip-compressed;"
 		}
-		return errs.E(errs.TooLarge, "the evidence bundle of verification %s (%d events) is larger than the %d bytes one response can carry on this deployment, %s read its parts with GET /v1/verifications/%s, GET /v1/anticipations/%s and GET /v1/executions/%s/events",
+		return errs.E(errs.TooLarge, "the evidence bundle of verification %s (%d events) is larger than the %d bytes one response can carry on this deployment (as carried: escaped, or base64 when compressed), %s read its parts with GET /v1/verifications/%s, GET /v1/anticipations/%s and GET /v1/executions/%s/events",
 			r.PathValue("verificationId"), parts.Events, h.MaxBundleBytes, how, r.PathValue("verificationId"), parts.AnticipationID, parts.PlanID)
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -50,6 +51,20 @@ func TestEvidenceBundle(t *testing.T) {
 	unzipped, _ := io.ReadAll(zr)
 	if !bytes.Equal(unzipped, streamed.body) {
 		t.Fatal("the gzip-compressed bundle differs from the streamed one")
+	}
+
+	// The bound is on the body as the Lambda adapter carries it, escaped
+	// as a JSON string: a bundle that fits as written but not escaped (its
+	// quotes double) is refused, not answered with more than a Lambda
+	// response can hold (a 502 from API Gateway).
+	bounded.MaxBundleBytes = int64(len(streamed.body) + 10)
+	if escaped := do(bounded, "GET", path, allToken, nil); escaped.status != 413 {
+		t.Fatalf("a bundle of %d bytes, more once escaped, under a bound of %d: %d", len(streamed.body), bounded.MaxBundleBytes, escaped.status)
+	}
+	carried, _ := json.Marshal(string(streamed.body))
+	bounded.MaxBundleBytes = int64(len(carried))
+	if fits := do(bounded, "GET", path, allToken, nil); fits.status != 200 {
+		t.Fatalf("a bundle whose escaped form is exactly the bound: %d", fits.status)
 	}
 
 	bounded.MaxBundleBytes = 200
