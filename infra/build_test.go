@@ -18,6 +18,30 @@ import (
 
 // These tests need no Node.js.
 
+// TestConcurrencyArithmetic pins the reservations docs/operations.md
+// explains: the stream function of prod covers the stream shards planned
+// for its load (one invocation per shard), and the clock's SQS mapping
+// scales below the clock's reservation in every stage.
+func TestConcurrencyArithmetic(t *testing.T) {
+	for _, stage := range Stages {
+		c, err := DefaultConfig(stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stage == "prod" && c.StreamConcurrency < PlannedStreamShards {
+			t.Errorf("prod reserves %d stream invocations for %d planned shards", c.StreamConcurrency, PlannedStreamShards)
+		}
+		if mc := TimerQueueMaxConcurrency(c.ClockConcurrency); mc < 2 || mc >= c.ClockConcurrency {
+			t.Errorf("%s: timer queue maximum concurrency %d with the clock reserving %d", stage, mc, c.ClockConcurrency)
+		}
+	}
+	for reserved, want := range map[int]int{0: 0, 1: 2, 3: 2, 5: 3, 20: 12, 100: 60} {
+		if got := TimerQueueMaxConcurrency(reserved); got != want {
+			t.Errorf("TimerQueueMaxConcurrency(%d) = %d, want %d", reserved, got, want)
+		}
+	}
+}
+
 func TestStages(t *testing.T) {
 	for _, stage := range Stages {
 		c, err := DefaultConfig(stage)

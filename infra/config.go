@@ -91,6 +91,27 @@ func (c Config) Check() error {
 	return nil
 }
 
+// PlannedStreamShards is how many DynamoDB stream shards the prod load
+// that docs/operations.md plans for makes (one per table partition: 70 or
+// more at 70,000 WRU/s). Each shard holds one stream invocation at a time
+// (parallelization factor 1), so prod's stream reservation must cover
+// them, or shards beyond it are throttled and their records age out.
+const PlannedStreamShards = 70
+
+// TimerQueueMaxConcurrency is the maximum concurrency of the clock's SQS
+// event source mapping (its ScalingConfig): below the clock's reservation,
+// which Scheduler's invocations and the sweep share and which the mapping
+// "doesn't account for" (AWS), so that the mapping's batches are not
+// throttled back to the queue (visibility timeout, then the DLQ) while
+// Scheduler fires. Three fifths of the reservation, and at least 2 (the
+// least AWS accepts); 0 (not set) for an unreserved clock.
+func TimerQueueMaxConcurrency(clockReserved int) int {
+	if clockReserved <= 0 {
+		return 0
+	}
+	return max(2, clockReserved*3/5)
+}
+
 // DefaultConfig returns the settings of stage, or an error that says which
 // stages exist.
 func DefaultConfig(stage string) (Config, error) {
@@ -107,7 +128,9 @@ func DefaultConfig(stage string) (Config, error) {
 		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 50, 20, 10
 	case "prod":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 90, 1000, 2000, 100
-		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 50
+		// The stream function: one invocation per stream shard, and the
+		// plan for prod's load is PlannedStreamShards (docs/operations.md).
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 100
 	default:
 		return Config{}, fmt.Errorf("unknown stage %q: the stage must be one of %s; pass it as -c stage=dev, -c stage=staging or -c stage=prod (cdk.json defaults to dev)",
 			stage, strings.Join(Stages, ", "))

@@ -249,11 +249,15 @@ func (sb *stackBuilder) clock() {
 	// Lambda's poller uses (its guide: ReceiveMessage, DeleteMessage,
 	// GetQueueAttributes), not SqsEventSource's ChangeMessageVisibility and
 	// GetQueueUrl (the IAM check, infra/iam_test.go).
-	st.Clock.AddEventSourceMapping(s("SqsEventSource:"+*awscdk.Names_NodeUniqueId(st.TimerQueue.Node())), &awslambda.EventSourceMappingOptions{
+	timerMapping := &awslambda.EventSourceMappingOptions{
 		EventSourceArn:          st.TimerQueue.QueueArn(),
 		BatchSize:               n(TimerBatchSize),
 		ReportBatchItemFailures: b(true),
-	})
+	}
+	if mc := TimerQueueMaxConcurrency(cfg.ClockConcurrency); mc > 0 {
+		timerMapping.MaxConcurrency = n(float64(mc))
+	}
+	st.Clock.AddEventSourceMapping(s("SqsEventSource:"+*awscdk.Names_NodeUniqueId(st.TimerQueue.Node())), timerMapping)
 	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("TimerQueueConsume"), Actions: strs("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
 		Resources: &[]*string{st.TimerQueue.QueueArn()},

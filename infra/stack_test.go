@@ -418,6 +418,18 @@ func TestTimerQueueAndSweep(t *testing.T) {
 					"BatchSize": TimerBatchSize, "FunctionResponseTypes": arr{"ReportBatchItemFailures"},
 				})
 			})
+			// The mapping's scaling stays below the clock's reservation,
+			// which Scheduler's invocations and the sweep share (the
+			// mapping does not account for reserved concurrency).
+			mc := TimerQueueMaxConcurrency(sy.cfg.ClockConcurrency)
+			if mc < 2 || mc >= sy.cfg.ClockConcurrency {
+				t.Errorf("timer queue maximum concurrency %d for a clock reserving %d", mc, sy.cfg.ClockConcurrency)
+			}
+			assert(t, "the timer queue's mapping scales below the clock's reservation", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+					"EventSourceArn": getAtt(timers, "Arn"), "ScalingConfig": obj{"MaximumConcurrency": mc},
+				})
+			})
 			for _, name := range Functions {
 				acts := actionsOf(statementsOfRole(tj, roleOfFunction(t, tj, "clockwork-"+stage+"-"+name)))
 				send := fmt.Sprint(acts["sqs:SendMessage"])
