@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsscheduler "github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+	"github.com/aws/smithy-go"
 )
 
 // Fire is one schedule of the group as the local AWS mode's emulated
@@ -83,13 +84,49 @@ func (c *Clock) schedules(ctx context.Context, until time.Time) ([]Fire, error) 
 
 // ListNames lists the names of c's group's enabled schedules that may fire
 // by until: every name but those whose fire time, as the name shows it, is
-// after until. Errors wrap the SDK's, or report a missing Group.
+// after until. A page token that outlived the schedules it pointed at
+// (deleted meanwhile: InvalidToken) restarts the listing from the first
+// page, at most maxListRestarts times, names already listed kept once.
+// Errors wrap the SDK's, or report a missing Group.
 func ListNames(ctx context.Context, c *Clock, until time.Time) ([]string, error) {
 	if err := c.checkGroup(); err != nil {
 		return nil, err
 	}
 	until = until.UTC()
 	var names []string
+	seen := map[string]bool{}
+	for restart := 0; ; restart++ {
+		err := listNames(ctx, c, until, func(name string) {
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		})
+		if err == nil {
+			return names, nil
+		}
+		if !staleToken(err) || restart >= maxListRestarts {
+			return nil, err
+		}
+	}
+}
+
+// maxListRestarts bounds how often ListNames starts over after a stale
+// page token.
+const maxListRestarts = 3
+
+// staleToken reports whether err is Scheduler refusing a page token
+// (InvalidToken, or a validation error about the token).
+func staleToken(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	code, msg := ae.ErrorCode(), strings.ToLower(ae.ErrorMessage())
+	return code == "InvalidToken" || code == "InvalidNextTokenException" || (code == "ValidationException" && strings.Contains(msg, "token"))
+}
+
+func listNames(ctx context.Context, c *Clock, until time.Time, add func(string)) error {
 	p := awsscheduler.NewListSchedulesPaginator(c.client, &awsscheduler.ListSchedulesInput{
 		GroupName: aws.String(c.cfg.Group),
 		State:     types.ScheduleStateEnabled,
@@ -102,17 +139,17 @@ func ListNames(ctx context.Context, c *Clock, until time.Time) ([]string, error)
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: list schedules of %s: %w", c.cfg.Group, err)
+			return fmt.Errorf("scheduler: list schedules of %s: %w", c.cfg.Group, err)
 		}
 		for _, s := range page.Schedules {
 			name := aws.ToString(s.Name)
 			if t, ok := nameTime(name); ok && t.After(until) {
 				continue
 			}
-			names = append(names, name)
+			add(name)
 		}
 	}
-	return names, nil
+	return nil
 }
 
 // ReadSchedule reads one schedule of c's group. ok is false when it does
