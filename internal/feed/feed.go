@@ -195,18 +195,13 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	} else if p.ScheduleAll {
 		add = instants(newR)
 	}
-	if p.Scheduler != nil {
-		if len(add) > 0 {
-			if err := p.Scheduler.Schedule(ctx, add); err != nil {
-				return err
-			}
-		}
-		if len(del) > 0 {
-			if err := p.Scheduler.Cancel(ctx, del); err != nil {
-				return err
-			}
-		}
-	}
+	// The domain's effects first: re-anchoring the dependents of a
+	// satisfied anchor and queueing a lapse task depend on nothing but the
+	// store, so a clock that keeps failing (Scheduler throttled for
+	// minutes, until the record is retried out) cannot keep a met anchor's
+	// dependents on their old due time. Both are idempotent, so the
+	// retries of this change that a failing clock causes repeat them to no
+	// effect; an instant left unscheduled is found by the clock's sweep.
 	if p.Watcher != nil && newR != nil && newR.SatisfiedBy != nil && (oldR == nil || oldR.SatisfiedBy == nil) {
 		observed, err := expect.ParseTime(newR.ObservedAt)
 		if err != nil {
@@ -218,6 +213,18 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	}
 	if newR != nil && p.Outbox != nil && watcher.PendingDelivery(newR) {
 		p.Outbox.Enqueue(newR.AgentID, newR.Expectation.ExpectationID)
+	}
+	if p.Scheduler != nil {
+		if len(add) > 0 {
+			if err := p.Scheduler.Schedule(ctx, add); err != nil {
+				return err
+			}
+		}
+		if len(del) > 0 {
+			if err := p.Scheduler.Cancel(ctx, del); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -100,3 +100,82 @@ func TestRunSetsAsideAPoisonedChange(t *testing.T) {
 		t.Fatalf("kept %+v (%v)", kept, err)
 	}
 }
+
+// failingClock is a clock whose every call fails, as Scheduler does when
+// it is throttled for minutes.
+type failingClock struct{ calls atomic.Int64 }
+
+func (c *failingClock) Schedule(context.Context, []expect.Instant) error {
+	c.calls.Add(1)
+	return errors.New("ThrottlingException: Rate exceeded")
+}
+
+func (c *failingClock) Cancel(context.Context, []expect.Instant) error {
+	c.calls.Add(1)
+	return errors.New("ThrottlingException: Rate exceeded")
+}
+
+// TestReanchoringDoesNotWaitOnTheClock: when an anchor is satisfied, its
+// dependents are re-anchored by the change's processing even if every
+// call to the clock fails (and the change is retried, then discarded, on
+// AWS): a met anchor's dependent never lapses on its old due time.
+func TestReanchoringDoesNotWaitOnTheClock(t *testing.T) {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := watcher.New(st, nil, expect.DefaultConfig())
+	agent := a2atest.NewAgent(t, "1.0")
+	if _, err := svc.PutCard(ctx, "a1", agent.Card()); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).UTC()
+	exp := func(id string, anchor *expect.Anchor) expect.Expectation {
+		return expect.Expectation{ExpectationID: id, Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: id}, Expects: "paid",
+			SatisfiedBy: expect.SatisfiedBy{FactKey: "paid." + id}, DueAt: expect.FormatTime(due), Anchor: anchor, Basis: "contract"}
+	}
+	if _, err := svc.Raise(ctx, "a1", expect.RaiseRequest{TaskID: "t", ContextID: "c", Expectations: []expect.Expectation{
+		exp("anchor", nil), exp("dependent", &expect.Anchor{ExpectationID: "anchor", Offset: "PT10M"})}}); err != nil {
+		t.Fatal(err)
+	}
+	drain := func() {
+		changes, err := st.ReadFeed(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) > 0 {
+			if err := st.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drain() // the raise
+	observed := time.Now().UTC().Truncate(time.Second)
+	if _, err := svc.ReportFacts(ctx, "a1", "reporter", []expect.Fact{{FactKey: "paid.anchor", ObservedAt: expect.FormatTime(observed)}}); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := st.ReadFeed(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &failingClock{}
+	p := &feed.Processor{Scheduler: clock, Watcher: svc, Current: svc.Get}
+	failed := 0
+	for _, ch := range changes {
+		if err := p.Handle(ctx, ch); err != nil {
+			failed++
+		}
+	}
+	if failed == 0 || clock.calls.Load() == 0 {
+		t.Fatal("the clock was not called, or its failure was not reported (the change must be retried)")
+	}
+	dep, err := svc.Get(ctx, "a1", "dependent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := expect.FormatTime(observed.Add(10 * time.Minute)); dep.DueAt != want {
+		t.Fatalf("the dependent's due time is %s with the clock failing; want %s (re-anchored on the fact)", dep.DueAt, want)
+	}
+}
