@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/awsclient"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
@@ -123,8 +124,28 @@ type SweepResult struct {
 	// Deliveries is the number of lapse deliveries past their next attempt
 	// that were handed to the timer queue (or attempted, without one).
 	Deliveries int `json:"deliveries"`
-	// Truncated is set when MaxSweepRecords was reached.
+	// Truncated is set when MaxSweepRecords was reached, or the run
+	// stopped before the function's deadline; the next run goes on (the
+	// index is the cursor: what was ticked has left it).
 	Truncated bool `json:"truncated"`
+	// Skipped counts the records the sweep could not process and left for
+	// the next run (a record that does not decode, a chunk of ticks that
+	// kept failing), reported rather than aborting the run.
+	Skipped int `json:"skipped"`
+}
+
+// sweepMargin is how long before the function's deadline the sweep stops
+// taking on more work, so that it ends cleanly (and the outbox half runs)
+// rather than being cut off.
+const sweepMargin = 5 * time.Second
+
+// sweepChunk is how many instants the sweep ticks at once.
+const sweepChunk = 50
+
+// nearDeadline reports whether ctx's deadline is within sweepMargin.
+func nearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < sweepMargin
 }
 
 // Sweep is the safety net under the schedules and the timer queue: it
@@ -151,11 +172,21 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	upTo := cutoff.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05")
 	budget := MaxSweepRecords
 	var ticks []expect.Instant
-	for shard := range watcher.OpenShards {
-		recs, more, err := r.indexed(ctx, watcher.OpenPK(shard), upTo, budget)
+	// The shards are read from one that turns with each minute, so a run
+	// cut short by its budget or deadline does not always leave the same
+	// shards to the next.
+	start := int(now.Unix()/60) % watcher.OpenShards
+	for i := range watcher.OpenShards {
+		shard := (start + i) % watcher.OpenShards
+		if nearDeadline(ctx) {
+			res.Truncated = true
+			break
+		}
+		recs, more, skipped, err := r.indexed(ctx, watcher.OpenPK(shard), upTo, budget)
 		if err != nil {
 			return res, err
 		}
+		res.Skipped += skipped
 		budget -= len(recs)
 		res.Truncated = res.Truncated || more
 		for _, rec := range recs {
@@ -170,18 +201,42 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			break
 		}
 	}
-	if err := r.Watcher.TickMany(ctx, ticks); err != nil {
-		return res, err
+	// Ticked a chunk at a time, stopping before the deadline; a chunk that
+	// fails (a record its code cannot read, a transaction that keeps
+	// conflicting) is reported and left to the next run, not the end of
+	// this one.
+	for len(ticks) > 0 {
+		if nearDeadline(ctx) {
+			res.Truncated = true
+			break
+		}
+		part := ticks[:min(sweepChunk, len(ticks))]
+		ticks = ticks[len(part):]
+		if err := r.Watcher.TickMany(ctx, part); err != nil {
+			if ctx.Err() != nil {
+				return res, err
+			}
+			res.Skipped += len(part)
+			r.Log.Error("sweep: ticking a chunk failed; left for the next run", "instants", len(part), "err", err)
+		}
+	}
+	if res.Skipped > 0 {
+		metrics.Or(r.Config.Metrics).Record(metrics.SweepSkipped, float64(res.Skipped))
 	}
 	if budget <= 0 {
 		return res, nil
 	}
 	var recs []*expect.Record
 	for shard := range watcher.QueueShards {
-		got, more, err := r.indexed(ctx, watcher.OutboxPK(shard), upTo, budget)
+		if nearDeadline(ctx) {
+			res.Truncated = true
+			break
+		}
+		got, more, skipped, err := r.indexed(ctx, watcher.OutboxPK(shard), upTo, budget)
 		if err != nil {
 			return res, err
 		}
+		res.Skipped += skipped
 		recs = append(recs, got...)
 		budget -= len(got)
 		res.Truncated = res.Truncated || more
@@ -210,27 +265,31 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 }
 
 // indexed reads up to limit records of one gsi5 partition whose sort key is
-// at or below upTo, and reports whether more were left.
-func (r *Runtime) indexed(ctx context.Context, pk, upTo string, limit int) ([]*expect.Record, bool, error) {
+// at or below upTo, and reports whether more were left and how many items
+// it skipped because they did not decode as records (logged).
+func (r *Runtime) indexed(ctx context.Context, pk, upTo string, limit int) ([]*expect.Record, bool, int, error) {
 	var out []*expect.Record
+	skipped := 0
 	q := store.Query{Index: store.GSI5, PK: pk, SKUpTo: upTo, Limit: min(limit, store.MaxLimit)}
 	for {
 		p, err := r.Store.Query(ctx, q)
 		if err != nil {
-			return nil, false, fmt.Errorf("sweep %s: %w", pk, err)
+			return nil, false, skipped, fmt.Errorf("sweep %s: %w", pk, err)
 		}
 		for _, it := range p.Items {
 			rec, err := watcher.DecodeRecord(it)
 			if err != nil {
-				return nil, false, err
+				skipped++
+				r.Log.Error("sweep: an indexed item is not a record; skipped", "key", it.Key.String(), "err", err)
+				continue
 			}
 			out = append(out, rec)
 		}
 		if p.Next == "" {
-			return out, false, nil
+			return out, false, skipped, nil
 		}
 		if len(out) >= limit {
-			return out, true, nil
+			return out, true, skipped, nil
 		}
 		q.After = p.Next
 		q.Limit = min(limit-len(out), store.MaxLimit)

@@ -106,6 +106,8 @@ var (
 var (
 	FeedLag = &Desc{Name: "clockwork_feed_lag_seconds", Kind: Histogram, Unit: "Seconds", Buckets: latenessBuckets,
 		Help: "Time from a change's commit to its processing by the change-feed processor (on AWS the stream record's creation time, which has one-second precision)."}
+	SweepSkipped = &Desc{Name: "clockwork_sweep_skipped_total", Kind: Counter, Unit: "Count",
+		Help: "Records the AWS clock's sweep could not process (an indexed item that is not a record, a chunk of ticks that kept failing), reported and left to the next run instead of aborting it."}
 	FeedSetAside = &Desc{Name: "clockwork_feed_changes_set_aside_total", Kind: Counter, Unit: "Count", EmbeddedOnly: true,
 		Help: "Changes the embedded change feed could not apply after its bounded retries and set aside (kept with the reason) so the changes behind them go on; the timers' sweep still finds their instants."}
 )
@@ -138,7 +140,7 @@ var (
 func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
-		DeliveryAttempts, DeliveryFailures, DeadLetters, FeedLag, FeedSetAside,
+		DeliveryAttempts, DeliveryFailures, DeadLetters, FeedLag, FeedSetAside, SweepSkipped,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,
 	}

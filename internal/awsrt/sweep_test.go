@@ -1,0 +1,74 @@
+package awsrt
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// TestSweepSkipsAPoisonRecordAndStopsBeforeItsDeadline: a backlog of
+// expectations past due that no fire processed, with an item in the
+// open-instant index that is not a record among them. The sweep skips the
+// poison (counted) instead of aborting, stops cleanly when its function's
+// deadline comes near (truncated, not failed), and the next run ticks the
+// rest: every other expectation lapses.
+func TestSweepSkipsAPoisonRecordAndStopsBeforeItsDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: raises a backlog on the emulator; the full run checks it")
+	}
+	clock := &movableClock{}
+	rt, _ := timerRuntime(t, clock, "")
+	ctx := context.Background()
+	const n = 120
+	due := time.Now().Add(time.Minute)
+	for i := range n {
+		raiseDue(t, rt, fmt.Sprintf("b%03d", i), due)
+	}
+	poison := store.Item{Key: store.Key{PK: "EXP#a1", SK: "poison"}, Type: watcher.TypeExpectation, Data: []byte(`{"not":"a record"`),
+		Index: map[store.IndexName]store.IndexKey{store.GSI5: {PK: watcher.OpenPK(0), SK: "2000-01-01T00:00:00Z#a1#poison"}}}
+	if err := rt.Store.Commit(ctx, []store.Write{{Put: &poison}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(5 * time.Minute) // past due by more than SweepAfter; no fire came
+
+	// A function with 5.5 s left: the sweep does a little and stops.
+	short, cancel := context.WithTimeout(ctx, sweepMargin+500*time.Millisecond)
+	res, err := rt.Sweep(short)
+	cancel()
+	if err != nil {
+		t.Fatalf("a sweep near its deadline failed instead of stopping: %v", err)
+	}
+	if !res.Truncated {
+		t.Fatalf("a sweep with %s left did all of %d records: %+v", sweepMargin+500*time.Millisecond, n, res)
+	}
+	// Runs with time enough finish the backlog, skipping the poison.
+	skipped := res.Skipped
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		res, err := rt.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipped += res.Skipped
+		lapsed := 0
+		for i := range n {
+			if state(t, rt, fmt.Sprintf("b%03d", i)) == expect.StateLapsed {
+				lapsed++
+			}
+		}
+		if lapsed == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lapsed after the sweeps (last %+v)", lapsed, n, res)
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("the poison item was never reported as skipped")
+	}
+}
