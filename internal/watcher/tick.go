@@ -1,0 +1,95 @@
+package watcher
+
+import (
+	"context"
+
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// The clock's entry points: an instant has come, evaluate its record.
+
+// Tick evaluates one record against the watcher's clock, for an instant
+// that has come. Early, repeated or stale instants change nothing.
+func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
+	err := s.update(ctx, in.AgentID, func(st *txState) error {
+		r, err := st.record(in.ExpectationID)
+		if err != nil || r == nil || r.State != expect.StateOpen {
+			return err
+		}
+		sub, err := st.subject(r.Expectation.Subject)
+		if err != nil {
+			return err
+		}
+		if nr, changed := expect.Tick(r, sub, s.now()); changed {
+			st.set(nr)
+		}
+		return st.stage()
+	})
+	return internal(err)
+}
+
+// TickMany evaluates the records of several instants that have come,
+// committing each agent's records together (one transaction for up to
+// store.MaxCommitWrites/2 records), so a burst of instants costs a few
+// commits rather than one each. Instants that have not come yet on the
+// watcher's clock change nothing (TickDue returns them).
+func (s *Service) TickMany(ctx context.Context, ins []expect.Instant) error {
+	_, err := s.TickDue(ctx, ins)
+	return err
+}
+
+// TickDue is TickMany that also returns the instants that have not come
+// on the watcher's clock and are still their records' (expect.NotYet): the
+// embedded clock arms them again instead of losing them. Errors are the
+// store's.
+func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.Instant, error) {
+	var notYet []expect.Instant
+	byAgent := map[string][]expect.Instant{}
+	var order []string
+	for _, in := range ins {
+		if _, ok := byAgent[in.AgentID]; !ok {
+			order = append(order, in.AgentID)
+		}
+		byAgent[in.AgentID] = append(byAgent[in.AgentID], in)
+	}
+	const chunk = store.MaxCommitWrites / 2 // each record may also write its subject
+	for _, agent := range order {
+		list := byAgent[agent]
+		for len(list) > 0 {
+			part := list[:min(chunk, len(list))]
+			list = list[len(part):]
+			var early []expect.Instant
+			err := s.update(ctx, agent, func(st *txState) error {
+				early = early[:0]
+				now := s.now()
+				for _, in := range part {
+					r, err := st.record(in.ExpectationID)
+					if err != nil {
+						return err
+					}
+					if r == nil || r.State != expect.StateOpen {
+						continue
+					}
+					sub, err := st.subject(r.Expectation.Subject)
+					if err != nil {
+						return err
+					}
+					nr, changed := expect.Tick(r, sub, now)
+					if changed {
+						st.set(nr)
+					}
+					if expect.NotYet(nr, in, now) {
+						early = append(early, in)
+					}
+				}
+				return st.stage()
+			})
+			if err != nil {
+				return nil, internal(err)
+			}
+			notYet = append(notYet, early...)
+		}
+	}
+	return notYet, nil
+}
