@@ -91,11 +91,13 @@ func (c Config) Check() error {
 	return nil
 }
 
-// PlannedStreamShards is how many DynamoDB stream shards the prod load
-// that docs/operations.md plans for makes (one per table partition: 70 or
-// more at 70,000 WRU/s). Each shard holds one stream invocation at a time
-// (parallelization factor 1), so prod's stream reservation must cover
-// them, or shards beyond it are throttled and their records age out.
+// PlannedStreamShards is about how many DynamoDB stream shards the prod
+// load that docs/operations.md plans for makes (an approximation: shards
+// follow the table's partitions, 70 or more at 70,000 WRU/s, and split and
+// roll over, so there can be more for a time). Each shard holds one stream
+// invocation at a time (parallelization factor 1, AWS's default), so
+// prod's stream reservation must cover them, or shards beyond it are
+// throttled and their records age out.
 const PlannedStreamShards = 70
 
 // TimerQueueMaxConcurrency is the maximum concurrency of the clock's SQS

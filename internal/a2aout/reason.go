@@ -39,7 +39,7 @@ func Reason(err error) string {
 	var ae *AuthError
 	if errors.As(err, &ae) {
 		c := *ae
-		c.Err = errors.New(classOf(ae.Err))
+		c.Err = errors.New(Reason(ae.Err))
 		return c.Error()
 	}
 	var se *StatusError

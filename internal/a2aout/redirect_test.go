@@ -3,6 +3,7 @@ package a2aout
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -228,5 +229,67 @@ func TestTokenFailureStoresOnlyItsClass(t *testing.T) {
 		if strings.Contains(err.Error(), leak) {
 			t.Fatalf("the error tells %q: %v", leak, err)
 		}
+	}
+}
+
+// TestDiscoveryCannotMoveTheSecret: an OpenID Connect discovery document
+// (whoever serves it) that names a token endpoint on another origin, here
+// plain http elsewhere, does not get the client secret sent there: the
+// secret was stored for the discovery URL's origin.
+func TestDiscoveryCannotMoveTheSecret(t *testing.T) {
+	away := newCatcher(t)
+	steal := strings.Replace(away.URL, "127.0.0.1", "localhost", 1) + "/steal"
+	disco := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": "https://issuer.example", "token_endpoint": steal})
+	}))
+	defer disco.Close()
+	agent := a2atest.NewAgent(t, "1.0")
+	agent.Require(a2atest.OIDC("oidc", disco.URL+"/.well-known/openid-configuration", func(string) bool { return true }))
+	card := parseAgentCard(t, agent)
+	s := authSender((&staticCreds{set: credentials.Set{"oidc": {ClientID: "clockwork", ClientSecret: "cs-secret"}}}).storedFor(card), nil)
+	_, err := s.SendLapse(context.Background(), card, testMessage())
+	if err == nil || !Permanent(err) || !strings.Contains(Reason(err), "another origin") {
+		t.Fatalf("send: %v (reason %q)", err, Reason(err))
+	}
+	if got := away.requests(); len(got) != 0 {
+		t.Fatalf("the token endpoint the document named received %q", got)
+	}
+}
+
+// TestAPIKeyBoundToWhereItGoes: a card re-PUT that moves an API key from a
+// header to the query string (where access logs and Referer headers keep
+// it), on the same origin, does not get the stored key.
+func TestAPIKeyBoundToWhereItGoes(t *testing.T) {
+	agent := a2atest.NewAgent(t, "1.0")
+	agent.Require(a2atest.APIKey("key", "header", "X-Api-Key", "key-right"))
+	card := parseAgentCard(t, agent)
+	creds := (&staticCreds{set: credentials.Set{"key": {Key: "key-right"}}}).storedFor(card)
+	moved := card
+	moved.SecuritySchemes = maps.Clone(card.SecuritySchemes)
+	sc := moved.SecuritySchemes["key"]
+	sc.In, sc.Name = "query", "leaked"
+	moved.SecuritySchemes["key"] = sc
+	_, err := authSender(creds, nil).SendLapse(context.Background(), moved, testMessage())
+	var ae *AuthError
+	if !errors.As(err, &ae) || len(ae.Unbound) != 1 {
+		t.Fatalf("send with the key moved to the query: %v", err)
+	}
+	for _, r := range agent.Received() {
+		t.Fatalf("the agent received %+v", r)
+	}
+}
+
+// TestReasonOfARefusedTokenRequest: the record of a lapse whose token
+// endpoint refused the client says so, by status.
+func TestReasonOfARefusedTokenRequest(t *testing.T) {
+	tokens := a2atest.NewTokenServer(t, "clockwork", "cs")
+	agent := a2atest.NewAgent(t, "1.0")
+	agent.Require(a2atest.OIDC("oidc", tokens.DiscoveryURL(), tokens.Valid))
+	card := parseAgentCard(t, agent)
+	s := authSender((&staticCreds{set: credentials.Set{"oidc": {ClientID: "clockwork", ClientSecret: "wrong"}}}).storedFor(card), nil)
+	_, err := s.SendLapse(context.Background(), card, testMessage())
+	if got := Reason(err); !strings.Contains(got, "token endpoint") || !strings.Contains(got, "401") || strings.Contains(got, "wrong") {
+		t.Fatalf("reason %q for %v", got, err)
 	}
 }

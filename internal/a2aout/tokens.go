@@ -147,6 +147,14 @@ func (c *tokenCache) discover(ctx context.Context, discoveryURL string) (string,
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return "", fmt.Errorf("OpenID Connect discovery document has no usable token_endpoint")
 	}
+	// The client secret was stored for the discovery URL's origin: a
+	// document naming a token endpoint elsewhere (another host, or http
+	// for an https discovery) does not get it. A provider whose token
+	// endpoint is on another host is declared as an oauth2 scheme with
+	// that tokenUrl instead.
+	if du, err := url.Parse(discoveryURL); err != nil || Origin(u) != Origin(du) {
+		return "", fmt.Errorf("%w: the OpenID Connect discovery document names a token_endpoint on another origin than the discovery URL's (%s); declare the scheme as oauth2 with its tokenUrl", ErrCrossOriginRedirect, Origin(u))
+	}
 	c.mu.Lock()
 	if len(c.oidc) > 1000 {
 		clear(c.oidc)

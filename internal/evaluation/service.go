@@ -35,12 +35,14 @@ type WatcherReader interface {
 
 // Service is the evaluation loop's application service.
 type Service struct {
-	store   store.Store
-	now     func() time.Time
-	judge   Judge
-	watcher WatcherReader
-	key     ed25519.PrivateKey
-	metrics metrics.Recorder
+	store store.Store
+	now   func() time.Time
+	judge Judge
+	// judgeBudget bounds the judge's part of one VERIFY (Options).
+	judgeBudget time.Duration
+	watcher     WatcherReader
+	key         ed25519.PrivateKey
+	metrics     metrics.Recorder
 
 	progMu   sync.Mutex
 	programs map[string]*anticipate.Anticipation // by digest, compiled
@@ -51,6 +53,10 @@ type Options struct {
 	Now func() time.Time
 	// Judge grades HEURISTIC criteria; nil leaves them pending.
 	Judge Judge
+	// JudgeBudget bounds the judge's part of one VERIFY, all its criteria
+	// together (0: DefaultJudgeBudget); criteria not graded within it stay
+	// PENDING with the reason, and the VERIFY is stored.
+	JudgeBudget time.Duration
 	// Watcher answers expectation_state and lapse_count.
 	Watcher WatcherReader
 	// SigningKey, when set, adds an Ed25519 server_signature to VERIFY.
@@ -66,7 +72,7 @@ func New(st store.Store, opt Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge,
+	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge, judgeBudget: opt.JudgeBudget,
 		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), programs: map[string]*anticipate.Anticipation{}}
 }
 

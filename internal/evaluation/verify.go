@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
@@ -89,35 +91,9 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
 		vr := &VerificationRecord{}
 		if s.judge != nil {
-			for _, jr := range anticipate.JudgeRequests(v, a, env) {
-				resp, err := s.judge.Judge(ctx, jr)
-				if err != nil {
-					if vr.JudgeErrors == nil {
-						vr.JudgeErrors = map[string]string{}
-					}
-					vr.JudgeErrors[jr.CriterionID] = err.Error()
-					continue
-				}
-				gradedBy := resp.GradedBy
-				if gradedBy == "" {
-					gradedBy = "model:judge"
-				}
-				nv, err := anticipate.ApplyCriterionGrade(v, a.GradingPolicy, jr.CriterionID,
-					anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
-				if errs.Is(err, errs.Invalid) {
-					// A grade the domain refuses (e.g. a graded_by past its
-					// bound) leaves the criterion pending, like any judge
-					// failure, rather than stopping the VERIFY.
-					if vr.JudgeErrors == nil {
-						vr.JudgeErrors = map[string]string{}
-					}
-					vr.JudgeErrors[jr.CriterionID] = "the judge's grade was refused: " + err.Error()
-					continue
-				}
-				if err != nil {
-					return wrap(err)
-				}
-				v = nv
+			var err error
+			if v, err = s.judgeAll(ctx, v, a, env, vr); err != nil {
+				return wrap(err)
 			}
 		} else if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
 			vr.JudgeErrors = map[string]string{}
@@ -146,6 +122,100 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	}
 	return nil
 }
+
+// judgeAll asks the judge for every pending HEURISTIC criterion of v, at
+// most judgeParallel at once and within JudgeBudget in all, and applies
+// the grades it gets. A criterion the judge fails, refuses or does not
+// answer in time stays PENDING with the reason (vr.JudgeErrors), and the
+// VERIFY is stored anyway: a slow or hanging judge costs its criteria a
+// grade (which a person can submit), never the VERIFY, and never holds
+// the change feed (on AWS the stream's batch, whose timeout would discard
+// the record) longer than the budget.
+func (s *Service) judgeAll(ctx context.Context, v anticipate.Verification, a *anticipate.Anticipation, env *assertion.Env, vr *VerificationRecord) (anticipate.Verification, error) {
+	reqs := anticipate.JudgeRequests(v, a, env)
+	if len(reqs) == 0 {
+		return v, nil
+	}
+	budget := s.judgeBudget
+	if budget <= 0 {
+		budget = DefaultJudgeBudget
+	}
+	jctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	// Each call gets its share of the budget, so calls that hang cannot
+	// keep the others from their turn.
+	rounds := (len(reqs) + judgeParallel - 1) / judgeParallel
+	perCall := budget / time.Duration(rounds)
+	type answer struct {
+		resp *anticipate.JudgeResponse
+		err  error
+	}
+	answers := make([]answer, len(reqs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, judgeParallel)
+	for i, jr := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-jctx.Done():
+				answers[i].err = jctx.Err()
+				return
+			}
+			cctx, cancel := context.WithTimeout(jctx, perCall)
+			defer cancel()
+			answers[i].resp, answers[i].err = s.judge.Judge(cctx, jr)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return v, ctx.Err()
+	}
+	for i, jr := range reqs {
+		fail := func(reason string) {
+			if vr.JudgeErrors == nil {
+				vr.JudgeErrors = map[string]string{}
+			}
+			vr.JudgeErrors[jr.CriterionID] = reason
+		}
+		resp, err := answers[i].resp, answers[i].err
+		if errors.Is(err, context.DeadlineExceeded) {
+			fail(fmt.Sprintf("the model judge did not answer within %s (its share of the %s budget); submit a grade to complete the VERIFY", perCall, budget))
+			continue
+		}
+		if err != nil {
+			fail(err.Error())
+			continue
+		}
+		gradedBy := resp.GradedBy
+		if gradedBy == "" {
+			gradedBy = "model:judge"
+		}
+		nv, err := anticipate.ApplyCriterionGrade(v, a.GradingPolicy, jr.CriterionID,
+			anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
+		if errs.Is(err, errs.Invalid) {
+			// A grade the domain refuses (e.g. a graded_by past its
+			// bound) leaves the criterion pending, like any judge
+			// failure, rather than stopping the VERIFY.
+			fail("the judge's grade was refused: " + err.Error())
+			continue
+		}
+		if err != nil {
+			return v, err
+		}
+		v = nv
+	}
+	return v, nil
+}
+
+// DefaultJudgeBudget bounds the model judge's part of one VERIFY (all its
+// HEURISTIC criteria together), well inside the stream function's timeout.
+const DefaultJudgeBudget = 60 * time.Second
+
+// judgeParallel bounds the judge calls one VERIFY makes at once.
+const judgeParallel = 4
 
 // annotatePending puts the judge's failure reason in the evidence of each
 // criterion it left pending.

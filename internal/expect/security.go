@@ -308,10 +308,11 @@ func withoutSecurity(raw []byte, top map[string]json.RawMessage) []byte {
 	return b
 }
 
-// CredentialBinding is where a credential stored for the card's scheme may
-// be sent: the origin of the card's A2A endpoint, and for OAuth 2.0 and
-// OpenID Connect the token or discovery URL that receives the client
-// secret. Credentials are stored with it and used only while the card
+// CredentialBinding is where and how a credential stored for the card's
+// scheme may be sent: the origin of the card's A2A endpoint; for an API
+// key where it goes (header, query or cookie, and its name); for HTTP
+// authentication the scheme; and for OAuth 2.0 and OpenID Connect the
+// token or discovery URL that receives the client secret. Credentials are stored with it and used only while the card
 // still gives the same binding, so re-pointing a card (its endpoint or a
 // scheme's token URL) at another host never carries a stored secret there.
 // It is "" for a scheme the card does not declare.
@@ -322,6 +323,12 @@ func (c Card) CredentialBinding(scheme string) string {
 	}
 	b := s.Type + " to " + OriginOf(c.URL)
 	switch s.Type {
+	case SchemeHTTP:
+		b += " " + s.HTTPScheme
+	case SchemeAPIKey:
+		// Where the key goes: a header moved to the query would put it in
+		// access logs and Referer headers.
+		b += " in " + s.In + " " + s.Name
 	case SchemeOAuth2:
 		b += " token " + s.TokenURL
 	case SchemeOpenIDConnect:

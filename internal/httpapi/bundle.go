@@ -16,17 +16,18 @@ import (
 )
 
 // LambdaBundleBytes is the bound on an evidence bundle's response where the
-// whole response must fit in one AWS Lambda response (6 MB): the body as
-// the API Gateway adapter carries it, escaped as a JSON string (a '<' or a
-// control character takes 6 bytes there) or, gzip-compressed when the
-// client accepts it, base64-encoded, with room left for the headers and
-// the envelope.
+// whole response must fit in one AWS Lambda response (6 MB for a
+// synchronous invocation; API Gateway's own limit, 10 MB, is looser): the
+// body as the Lambda proxy response carries it, escaped as a JSON string
+// (a control character takes 6 bytes there, a quote 2) or, gzip-compressed
+// when the client accepts it, base64-encoded, with room left for the
+// headers and the envelope.
 const LambdaBundleBytes = 5_800_000
 
 // carriedLen is how many bytes body takes in a Lambda proxy response:
 // base64 for a compressed (binary) body, else escaped as a JSON string the
-// way encoding/json escapes it (HTML characters included, as
-// aws-lambda-go's encoder does).
+// way aws-lambda-go's encoder escapes it (encoding/json with HTML escaping
+// off, its default: '<', '>' and '&' stay one byte).
 func carriedLen(body []byte, binary bool) int {
 	if binary {
 		return base64.StdEncoding.EncodedLen(len(body))
@@ -38,7 +39,7 @@ func carriedLen(body []byte, binary bool) int {
 			switch {
 			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
 				n += 2
-			case b < 0x20 || b == '<' || b == '>' || b == '&':
+			case b < 0x20:
 				n += 6
 			default:
 				n++

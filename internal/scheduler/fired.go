@@ -115,15 +115,16 @@ func ListNames(ctx context.Context, c *Clock, until time.Time) ([]string, error)
 // page token.
 const maxListRestarts = 3
 
-// staleToken reports whether err is Scheduler refusing a page token
-// (InvalidToken, or a validation error about the token).
+// staleToken reports whether err is a refused page token: Scheduler's
+// model lists ValidationException for ListSchedules (its message names the
+// token), and the emulator (moto's paginator) answers InvalidToken.
 func staleToken(err error) bool {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		return false
 	}
 	code, msg := ae.ErrorCode(), strings.ToLower(ae.ErrorMessage())
-	return code == "InvalidToken" || code == "InvalidNextTokenException" || (code == "ValidationException" && strings.Contains(msg, "token"))
+	return code == "InvalidToken" || (code == "ValidationException" && strings.Contains(msg, "token"))
 }
 
 func listNames(ctx context.Context, c *Clock, until time.Time, add func(string)) error {
