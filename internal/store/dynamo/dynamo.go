@@ -28,8 +28,9 @@
 // so a change reaches StreamReader or Lambda shortly after Commit returns.
 //
 // Files: dynamo.go reads (Get, Query), commit.go writes, codec.go the item
-// attributes, table.go creates and checks the table, stream.go reads the
-// stream, counter.go counts calls.
+// attributes, table.go creates and checks the table, stream.go converts
+// stream records to changes, streamreader.go reads the stream (the local
+// AWS mode's poller), counter.go counts calls.
 package dynamo
 
 import (
