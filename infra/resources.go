@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 
 	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/streamfilter"
 )
 
 // stackBuilder holds what NewStack's parts share while they add the
@@ -361,6 +362,18 @@ func (sb *stackBuilder) stream() {
 		MaxRecordAge:            awscdk.Duration_Hours(n(StreamMaxRecordAgeHr)),
 		ReportBatchItemFailures: b(true),
 		ParallelizationFactor:   n(1),
+		// Only the records the function acts on invoke it (lookup entries,
+		// guards and the other items' records are most of the stream):
+		// puts and updates by their new image's type, deletes by their old.
+		Filters: &[]*map[string]interface{}{
+			awslambda.FilterCriteria_Filter(&map[string]interface{}{
+				"dynamodb": map[string]interface{}{"NewImage": map[string]interface{}{"type": map[string]interface{}{"S": streamTypes()}}},
+			}),
+			awslambda.FilterCriteria_Filter(&map[string]interface{}{
+				"eventName": []interface{}{"REMOVE"},
+				"dynamodb":  map[string]interface{}{"OldImage": map[string]interface{}{"type": map[string]interface{}{"S": streamTypes()}}},
+			}),
+		},
 	})
 	st.Table.GrantStreamRead(st.Stream)
 	esm.Node().DefaultChild().(awslambda.CfnEventSourceMapping).SetDestinationConfig(&awslambda.CfnEventSourceMapping_DestinationConfigProperty{
@@ -369,6 +382,15 @@ func (sb *stackBuilder) stream() {
 	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("StreamFailures"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.StreamFailureQueue.QueueArn()},
 	}))
+}
+
+// streamTypes are streamfilter.RecordTypes as a filter pattern's values.
+func streamTypes() []interface{} {
+	out := make([]interface{}, len(streamfilter.RecordTypes))
+	for i, t := range streamfilter.RecordTypes {
+		out[i] = t
+	}
+	return out
 }
 
 // apiFunctions adds the authorizer and API functions, and the grants of

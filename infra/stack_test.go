@@ -14,6 +14,7 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/streamfilter"
 )
 
 type obj = map[string]any
@@ -380,6 +381,20 @@ func TestStreamMapping(t *testing.T) {
 					"DestinationConfig": obj{"OnFailure": obj{
 						"Destination": getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-stream-failures"), "Arn"),
 					}},
+				})
+			})
+			// Only the record types the stream function acts on invoke it:
+			// puts and updates by their new image, deletes by their old.
+			types := []any{}
+			for _, ty := range streamfilter.RecordTypes {
+				types = append(types, ty)
+			}
+			newImage, _ := json.Marshal(obj{"dynamodb": obj{"NewImage": obj{"type": obj{"S": types}}}})
+			removed, _ := json.Marshal(obj{"eventName": arr{"REMOVE"}, "dynamodb": obj{"OldImage": obj{"type": obj{"S": types}}}})
+			assert(t, "stream filter", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+					"EventSourceArn": getAtt("Table", "StreamArn"),
+					"FilterCriteria": obj{"Filters": arr{obj{"Pattern": string(newImage)}, obj{"Pattern": string(removed)}}},
 				})
 			})
 		})

@@ -3,11 +3,13 @@ package awsrt
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/streamfilter"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
 
@@ -70,5 +72,25 @@ func TestSweepSkipsAPoisonRecordAndStopsBeforeItsDeadline(t *testing.T) {
 	}
 	if skipped == 0 {
 		t.Fatal("the poison item was never reported as skipped")
+	}
+}
+
+// TestStreamRecordTypes: the stack filters the stream to
+// streamfilter.RecordTypes,
+// so they must be every type the stream function's change processor acts
+// on: expectation records, and each type it has a handler for.
+func TestStreamRecordTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds a runtime on the emulator; the full run checks it")
+	}
+	rt, _ := timerRuntime(t, &movableClock{}, "")
+	handled := []string{watcher.TypeExpectation}
+	for ty := range rt.Feed.Handlers {
+		handled = append(handled, ty)
+	}
+	slices.Sort(handled)
+	want := slices.Sorted(slices.Values(streamfilter.RecordTypes))
+	if !slices.Equal(handled, want) {
+		t.Fatalf("the stream function acts on %v, the stack lets %v through", handled, want)
 	}
 }
