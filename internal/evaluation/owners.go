@@ -2,9 +2,6 @@ package evaluation
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/store"
@@ -40,51 +37,25 @@ func loadAnticipation(ctx context.Context, tx *store.Tx, agentID, id string) (re
 // stored); Invalid naming agent_id when several of the caller's agents
 // declared the id.
 func anticipationAgent(ctx context.Context, tx *store.Tx, id, named string, c Caller) (string, error) {
-	if named != "" {
-		if !c.May(named) {
-			return "", forbidden(named)
-		}
-		return named, nil
-	}
-	if c.Only != "" {
-		return c.Only, nil
-	}
-	var agents []string
-	add := func(a string) {
-		if a != "" && c.May(a) && !slices.Contains(agents, a) {
-			agents = append(agents, a)
-		}
-	}
-	items, err := tx.Lookup(ctx, lookupAnticipationIDs, anticipationIDsPK(id))
-	if err != nil {
-		return "", err
-	}
-	for _, it := range items {
-		rec, err := decodeAnticipation(it)
+	return ownerFor(c, named, "anticipation", id, func(add func(string)) error {
+		items, err := tx.Lookup(ctx, lookupAnticipationIDs, anticipationIDsPK(id))
 		if err != nil {
-			return "", err
+			return err
 		}
-		add(rec.AgentID)
-	}
-	if it, ok, err := tx.Get(ctx, legacyAnticipationKey(id)); err != nil {
-		return "", err
-	} else if ok {
-		rec, err := decodeAnticipation(it)
-		if err != nil {
-			return "", err
+		if legacy, ok, err := tx.Get(ctx, legacyAnticipationKey(id)); err != nil {
+			return err
+		} else if ok {
+			items = append(items, legacy)
 		}
-		add(rec.AgentID)
-	}
-	switch len(agents) {
-	case 0:
-		return "", nil
-	case 1:
-		return agents[0], nil
-	default:
-		slices.Sort(agents)
-		return "", errs.Fields("the agent of the anticipation is ambiguous", []errs.FieldError{{Path: "agent_id",
-			Message: fmt.Sprintf("is required: anticipation %q is declared for several agents this token acts for (%s); name one", id, strings.Join(agents, ", "))}})
-	}
+		for _, it := range items {
+			rec, err := decodeAnticipation(it)
+			if err != nil {
+				return err
+			}
+			add(rec.AgentID)
+		}
+		return nil
+	})
 }
 
 // readAnticipation is loadAnticipation outside a transaction of the

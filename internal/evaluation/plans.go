@@ -26,6 +26,44 @@ type Caller struct {
 // event names an agent the caller may not act for (whatever is stored);
 // Invalid naming agent_id when several of the caller's agents do.
 func planAgent(ctx context.Context, tx *store.Tx, planID, named string, c Caller) (string, error) {
+	return ownerFor(c, named, "plan", planID, func(add func(string)) error {
+		declared, err := tx.Lookup(ctx, lookupBound, planBoundPK(planID))
+		if err != nil {
+			return err
+		}
+		for _, it := range declared {
+			rec, err := decodeAnticipation(it)
+			if err != nil {
+				return err
+			}
+			add(rec.AgentID)
+		}
+		running, err := tx.Lookup(ctx, lookupPlans, plansPK(planID))
+		if err != nil {
+			return err
+		}
+		if legacy, ok, err := tx.Get(ctx, executionKey(legacyExecutionPK(planID))); err != nil {
+			return err
+		} else if ok {
+			running = append(running, legacy)
+		}
+		for _, it := range running {
+			ex, err := decode[Execution](it)
+			if err != nil {
+				return err
+			}
+			add(ex.Owner())
+		}
+		return nil
+	})
+}
+
+// ownerFor decides which agent a request about the what id addresses: the
+// agent it names (Forbidden when the caller may not act for it, whatever
+// is stored); else the caller's single agent; else the one among the
+// caller's agents that candidates reports (through add) as holding the id,
+// "" when none does, and Invalid naming agent_id when several do.
+func ownerFor(c Caller, named, what, id string, candidates func(add func(agent string)) error) (string, error) {
 	if named != "" {
 		if !c.May(named) {
 			return "", forbidden(named)
@@ -36,41 +74,13 @@ func planAgent(ctx context.Context, tx *store.Tx, planID, named string, c Caller
 		return c.Only, nil
 	}
 	var agents []string
-	add := func(a string) {
+	err := candidates(func(a string) {
 		if a != "" && c.May(a) && !slices.Contains(agents, a) {
 			agents = append(agents, a)
 		}
-	}
-	declared, err := tx.Lookup(ctx, lookupBound, planBoundPK(planID))
+	})
 	if err != nil {
 		return "", err
-	}
-	for _, it := range declared {
-		rec, err := decodeAnticipation(it)
-		if err != nil {
-			return "", err
-		}
-		add(rec.AgentID)
-	}
-	running, err := tx.Lookup(ctx, lookupPlans, plansPK(planID))
-	if err != nil {
-		return "", err
-	}
-	for _, it := range running {
-		ex, err := decode[Execution](it)
-		if err != nil {
-			return "", err
-		}
-		add(ex.Owner())
-	}
-	if legacy, ok, err := tx.Get(ctx, executionKey(legacyExecutionPK(planID))); err != nil {
-		return "", err
-	} else if ok {
-		ex, err := decode[Execution](legacy)
-		if err != nil {
-			return "", err
-		}
-		add(ex.Owner())
 	}
 	switch len(agents) {
 	case 0:
@@ -79,8 +89,8 @@ func planAgent(ctx context.Context, tx *store.Tx, planID, named string, c Caller
 		return agents[0], nil
 	default:
 		slices.Sort(agents)
-		return "", errs.Fields("the agent of the plan is ambiguous", []errs.FieldError{{Path: "agent_id",
-			Message: fmt.Sprintf("is required: plan %q is declared for several agents this token acts for (%s); name one", planID, strings.Join(agents, ", "))}})
+		return "", errs.Fields("the agent of the "+what+" is ambiguous", []errs.FieldError{{Path: "agent_id",
+			Message: fmt.Sprintf("is required: %s %q is declared for several agents this token acts for (%s); name one", what, id, strings.Join(agents, ", "))}})
 	}
 }
 

@@ -359,11 +359,7 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if !ex.Completed {
 		return nil
 	}
-	owner := ex.AgentID
-	if owner == "" && len(ex.Agents) > 0 { // stored before plans were namespaced
-		owner = ex.Agents[0]
-	}
-	return s.Verify(ctx, owner, ex.PlanID)
+	return s.Verify(ctx, (&Execution{AgentID: ex.AgentID, Agents: ex.Agents}).Owner(), ex.PlanID)
 }
 
 // executionDone is the part of an Execution that HandleChange reads.

@@ -340,35 +340,6 @@ func Before(ins []expect.Instant, limit time.Time) []expect.Instant {
 	return out
 }
 
-// Within reports whether an expectation's instants belong in a window that
-// ends at limit: one of them is before it, or there is no limit.
-func Within(ins []expect.Instant, limit time.Time) bool {
-	if limit.IsZero() {
-		return true
-	}
-	for _, in := range ins {
-		if in.At.Before(limit) {
-			return true
-		}
-	}
-	return false
-}
-
-// byExpectation splits instants into runs of one expectation each, in
-// order.
-func byExpectation(ins []expect.Instant) [][]expect.Instant {
-	var out [][]expect.Instant
-	for i := 0; i < len(ins); {
-		j := i + 1
-		for j < len(ins) && ins[j].AgentID == ins[i].AgentID && ins[j].ExpectationID == ins[i].ExpectationID {
-			j++
-		}
-		out = append(out, ins[i:j])
-		i = j
-	}
-	return out
-}
-
 // earliest returns the earliest of an expectation's instants (its next).
 func earliest(ins []expect.Instant) time.Time {
 	var t time.Time

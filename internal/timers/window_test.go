@@ -65,53 +65,6 @@ func inst(agent, id string, kind expect.InstantKind, s string) expect.Instant {
 	return expect.Instant{AgentID: agent, ExpectationID: id, Kind: kind, At: at(s)}
 }
 
-func TestWithin(t *testing.T) {
-	due := inst("a", "e", expect.InstantDue, "2030-01-01T00:01:30Z")
-	grace := inst("a", "e", expect.InstantGrace, "2030-01-01T00:10:00Z")
-	for _, c := range []struct {
-		name  string
-		ins   []expect.Instant
-		limit string
-		want  bool
-	}{
-		{"no limit keeps all", []expect.Instant{grace}, "", true},
-		{"one instant before the limit keeps the whole expectation", []expect.Instant{due, grace}, "2030-01-01T00:02:00Z", true},
-		{"the later one alone is beyond", []expect.Instant{grace}, "2030-01-01T00:02:00Z", false},
-		{"an instant at the limit is beyond", []expect.Instant{inst("a", "e", expect.InstantDue, "2030-01-01T00:02:00Z")}, "2030-01-01T00:02:00Z", false},
-		{"just before the limit is within", []expect.Instant{inst("a", "e", expect.InstantDue, "2030-01-01T00:01:59.999999999Z")}, "2030-01-01T00:02:00Z", true},
-		{"past instants are within", []expect.Instant{inst("a", "e", expect.InstantGrace, "2020-01-01T00:00:00Z")}, "2030-01-01T00:02:00Z", true},
-		{"nothing", nil, "2030-01-01T00:02:00Z", false},
-	} {
-		var limit time.Time
-		if c.limit != "" {
-			limit = at(c.limit)
-		}
-		if got := Within(c.ins, limit); got != c.want {
-			t.Errorf("%s: Within = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-func TestByExpectation(t *testing.T) {
-	a1 := inst("a", "1", expect.InstantDue, "2030-01-01T00:01:00Z")
-	a1g := inst("a", "1", expect.InstantGrace, "2030-01-01T00:02:00Z")
-	a2 := inst("a", "2", expect.InstantDue, "2030-01-01T00:01:00Z")
-	b1 := inst("b", "1", expect.InstantDue, "2030-01-01T00:01:00Z")
-	got := byExpectation([]expect.Instant{a1, a1g, a2, b1, b1})
-	want := [][]expect.Instant{{a1, a1g}, {a2}, {b1, b1}}
-	if len(got) != len(want) {
-		t.Fatalf("got %d groups, want %d: %v", len(got), len(want), got)
-	}
-	for i := range want {
-		if !slices.Equal(got[i], want[i]) {
-			t.Errorf("group %d = %v, want %v", i, got[i], want[i])
-		}
-	}
-	if len(byExpectation(nil)) != 0 {
-		t.Error("no instants gave groups")
-	}
-}
-
 // TestMergeStep runs the merge over shards' pages (given as next instants)
 // and checks the steps: a shard is refilled only when its buffer is empty,
 // and expectations come out oldest first across shards.
