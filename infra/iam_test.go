@@ -68,6 +68,7 @@ func newTemplateView(tj obj, stackName string) *templateView {
 		v.kinds[id] = map[string]string{
 			stackName + "-timers": "timer-queue", stackName + "-timers-dlq": "timer-dlq",
 			stackName + "-scheduler-dlq": "scheduler-dlq", stackName + "-stream-failures": "stream-failure-queue",
+			stackName + "-grading": "grading-queue", stackName + "-grading-dlq": "grading-dlq",
 		}[name]
 	}
 	for id, r := range resources(tj, "AWS::IAM::Role") {
@@ -337,7 +338,8 @@ func TestIAMCheckCatchesChanges(t *testing.T) {
 		{"a function that sends lapse tasks loses kms:Decrypt", "OpenCredentials", "", "", "needs kms:Decrypt credentials-key but its role does not grant it"},
 		{"clock loses sqs:SendMessage to the timer queue", "TimerQueueRearm", "", "", "the clock function needs sqs:SendMessage timer-queue"},
 		{"authorizer cannot read the tokens", "ReadTokens", "", "", "the authorizer function needs ssm:GetParameter tokens-parameter"},
-		{"stream cannot read the judge's key", "JudgeAPIKey", "", "", "the stream function needs ssm:GetParameter judge-key-parameter"},
+		{"grader cannot read the judge's key", "JudgeAPIKey", "", "", "the grader function needs ssm:GetParameter judge-key-parameter"},
+		{"stream loses sqs:SendMessage to the grading queue", "GradingQueue", "", "", "the stream function needs sqs:SendMessage grading-queue"},
 		{"a function loses dynamodb:PutItem", "TableItems", "dynamodb:PutItem", "", "needs dynamodb:PutItem table but its role does not grant it"},
 		{"a function gains dynamodb:Scan", "TableItems", "", "dynamodb:Scan", "grants dynamodb:Scan table, which it never uses"},
 	}

@@ -6,8 +6,10 @@ import (
 	"testing"
 )
 
-// The model judge runs in VERIFY, in the stream function: it alone gets the
-// judge's settings and grants, and only when a judge is configured.
+// The model judge is called by the grader function alone: it alone gets
+// the judge's settings and grants, and only when a judge is configured;
+// the stream function, which runs VERIFY, is told (MODEL_GRADING) that
+// HEURISTIC criteria wait for it.
 // Bedrock: bedrock:InvokeModel on that model's ARN only. OpenAI: the base
 // URL and model, and ssm:GetParameter on the key's parameter only.
 func TestJudgeGrants(t *testing.T) {
@@ -21,6 +23,9 @@ func TestJudgeGrants(t *testing.T) {
 
 	// Without a judge: no setting and no grant anywhere.
 	for stage, sy := range synth(t) {
+		if v := envOf(t, sy.json, "clockwork-"+stage+"-stream")["MODEL_GRADING"]; v != nil {
+			t.Errorf("%s stream has MODEL_GRADING=%v without a judge configured", stage, v)
+		}
 		for _, name := range Functions {
 			vars := envOf(t, sy.json, "clockwork-"+stage+"-"+name)
 			for k := range vars {
@@ -38,29 +43,34 @@ func TestJudgeGrants(t *testing.T) {
 	}
 
 	judges := synthJudges(t)
+	for kind, sy := range judges {
+		if v := envOf(t, sy.json, sy.cfg.Name+"-stream")["MODEL_GRADING"]; v != "true" {
+			t.Errorf("%s judge: the stream function's MODEL_GRADING is %v, want true (VERIFY leaves HEURISTIC criteria to the grader)", kind, v)
+		}
+	}
 	t.Run("bedrock", func(t *testing.T) {
 		sy := judges["bedrock"]
 		for _, name := range Functions {
 			fn := sy.cfg.Name + "-" + name
 			vars := envOf(t, sy.json, fn)
 			acts := actionsOf(statementsOfRole(sy.json, roleOfFunction(t, sy.json, fn)))
-			if name != "stream" {
+			if name != "grader" {
 				if vars["JUDGE_KIND"] != nil || acts["bedrock:InvokeModel"] != nil {
 					t.Errorf("%s has the judge's settings or grant: %v %v", name, vars["JUDGE_KIND"], acts["bedrock:InvokeModel"])
 				}
 				continue
 			}
 			if vars["JUDGE_KIND"] != "bedrock" || vars["JUDGE_MODEL"] != sy.cfg.JudgeModel {
-				t.Errorf("stream function judge settings %v %v", vars["JUDGE_KIND"], vars["JUDGE_MODEL"])
+				t.Errorf("grader function judge settings %v %v", vars["JUDGE_KIND"], vars["JUDGE_MODEL"])
 			}
 			res := acts["bedrock:InvokeModel"]
 			if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0]), ":bedrock:") ||
 				!strings.Contains(fmt.Sprint(res[0]), "::foundation-model/"+sy.cfg.JudgeModel) {
-				t.Errorf("stream function bedrock:InvokeModel on %v, want the model's foundation-model ARN only", res)
+				t.Errorf("grader function bedrock:InvokeModel on %v, want the model's foundation-model ARN only", res)
 			}
 			for a := range acts {
 				if strings.HasPrefix(a, "bedrock:") && a != "bedrock:InvokeModel" {
-					t.Errorf("stream function has %s", a)
+					t.Errorf("grader function has %s", a)
 				}
 			}
 		}
@@ -72,7 +82,7 @@ func TestJudgeGrants(t *testing.T) {
 			vars := envOf(t, sy.json, fn)
 			acts := actionsOf(statementsOfRole(sy.json, roleOfFunction(t, sy.json, fn)))
 			keyReads := strings.Contains(fmt.Sprint(acts["ssm:GetParameter"]), "parameter/clockwork/judge/openai-key")
-			if name != "stream" {
+			if name != "grader" {
 				if vars["JUDGE_KIND"] != nil || keyReads {
 					t.Errorf("%s has the judge's settings or key", name)
 				}
@@ -80,13 +90,13 @@ func TestJudgeGrants(t *testing.T) {
 			}
 			if vars["JUDGE_KIND"] != "openai" || vars["JUDGE_URL"] != sy.cfg.JudgeURL || vars["JUDGE_MODEL"] != sy.cfg.JudgeModel ||
 				vars["JUDGE_API_KEY_PARAMETER"] != sy.cfg.JudgeAPIKeyParameter || vars["JUDGE_API_KEY"] != nil {
-				t.Errorf("stream function judge settings %v", vars)
+				t.Errorf("grader function judge settings %v", vars)
 			}
 			if len(acts["ssm:GetParameter"]) != 1 || !keyReads {
-				t.Errorf("stream function ssm:GetParameter on %v, want the key's parameter only", acts["ssm:GetParameter"])
+				t.Errorf("grader function ssm:GetParameter on %v, want the key's parameter only", acts["ssm:GetParameter"])
 			}
 			if acts["bedrock:InvokeModel"] != nil {
-				t.Errorf("an openai judge's stream function has bedrock:InvokeModel")
+				t.Errorf("an openai judge's grader function has bedrock:InvokeModel")
 			}
 		}
 	})

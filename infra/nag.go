@@ -37,17 +37,19 @@ func (st *Stack) suppressNagFindings() {
 				"A public route by design (a health check, the API's OpenAPI document, the web console's page and files): it reads nothing stored and has its own route throttle (10 requests/s)")}}, nil)
 	}
 	// Dead-letter queues need no dead-letter queue of their own.
-	for _, q := range []constructs.IConstruct{st.SchedulerDLQ, st.TimerDLQ, st.StreamFailureQueue} {
+	for _, q := range []constructs.IConstruct{st.SchedulerDLQ, st.TimerDLQ, st.GradingDLQ, st.StreamFailureQueue} {
 		suppress(q, false, "Serverless-SQSRedrivePolicy",
-			"This queue is itself a dead-letter queue (of Scheduler's targets, of the timer queue, of the stream mapping): its messages wait for an operator, alarmed on depth")
+			"This queue is itself a dead-letter queue (of Scheduler's targets, of the timer queue, of the grading queue, of the stream mapping): its messages wait for an operator, alarmed on depth")
 	}
 	suppress(st.StreamFailureQueue, false, "AwsSolutions-SQS3",
 		"This queue is the on-failure destination of the stream mapping, i.e. the dead-letter queue of the table's stream batches")
 	// Synchronous and stream invocations have no asynchronous failures.
-	for _, fn := range []constructs.IConstruct{st.API, st.Authorizer, st.Stream} {
+	for _, fn := range []constructs.IConstruct{st.API, st.Authorizer, st.Stream, st.Grader} {
 		suppress(fn, false, "Serverless-LambdaDLQ",
-			"Invoked synchronously (API Gateway) or by an event source mapping (the stream, whose failures go to its on-failure destination): a function dead-letter queue applies to asynchronous invocations only")
+			"Invoked synchronously (API Gateway) or by an event source mapping (the stream, whose failures go to its on-failure destination; the grading queue, whose redrive policy is its dead-letter queue): a function dead-letter queue applies to asynchronous invocations only")
 	}
+	suppress(st.Grader, true, "Serverless-LambdaEventSourceMappingDestination",
+		"An SQS event source mapping has no on-failure destination: the grading queue's redrive policy moves a message the function failed 5 times to grading-dlq (and the sweep puts its job back)")
 	suppress(st.Clock, true, "Serverless-LambdaAsyncFailureDestination",
 		"The clock function's asynchronous failures go to its dead-letter queue (scheduler-dlq), whose messages are the instants as sent, replayable as they are (an on-failure destination would wrap them)")
 	suppress(st.Clock, true, "Serverless-LambdaEventSourceMappingDestination",

@@ -90,7 +90,7 @@ func (st *Stack) functions() []struct {
 	return []struct {
 		id, name string
 		fn       awslambda.Function
-	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Stream", "stream", st.Stream}}
+	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Grader", "grader", st.Grader}, {"Stream", "stream", st.Stream}}
 }
 
 func (st *Stack) addAlarms() {
@@ -106,6 +106,9 @@ func (st *Stack) addAlarms() {
 	st.alarm("TimerDlqDepthAlarm", "timers-dlq-depth",
 		"Timer messages the clock function failed 5 times are waiting in the timer dead-letter queue (the sweep processed their instants): see docs/operations.md (Dead letters)",
 		st.TimerDLQ.MetricApproximateNumberOfMessagesVisible(maxDepth), 1, 1)
+	st.alarm("GradingDlqDepthAlarm", "grading-dlq-depth",
+		"Grading jobs the grader function failed 5 times are waiting in the grading dead-letter queue (the sweep puts their jobs back after 15 minutes): see docs/operations.md (Dead letters)",
+		st.GradingDLQ.MetricApproximateNumberOfMessagesVisible(maxDepth), 1, 1)
 	st.alarm("StreamFailureDepthAlarm", "stream-failures-depth",
 		"Stream batches the stream function gave up on are waiting in the stream failure queue: see docs/operations.md (Dead letters)",
 		st.StreamFailureQueue.MetricApproximateNumberOfMessagesVisible(maxDepth), 1, 1)
@@ -158,6 +161,7 @@ var throttleAdvice = map[string]string{
 	"api":        "The api function hit its reserved concurrency: requests are refused with 429/503 (raise -c apiConcurrency and the stage throttle together)",
 	"authorizer": "The authorizer function hit its reserved concurrency: requests are refused (raise -c authorizerConcurrency)",
 	"clock":      "The clock function hit its reserved concurrency: instants are delayed (raise -c clockConcurrency)",
+	"grader":     "The grader function was throttled: model grading of HEURISTIC criteria is delayed (its jobs wait in the grading queue)",
 	"stream":     "The stream function was throttled: the account's unreserved concurrency is exhausted; the stream waits (it holds reserved concurrency, see docs/operations.md)",
 }
 

@@ -104,6 +104,16 @@ func (sb *stackBuilder) state() {
 		p.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: st.TimerDLQ, MaxReceiveCount: n(TimerMaxReceives)}
 	})
 
+	// The grading queue: one job per HEURISTIC criterion waiting for the
+	// model judge, consumed by the grader function; what it fails
+	// GradingMaxReceives times waits in the grading DLQ (the sweep puts the
+	// job back).
+	st.GradingDLQ = queue("GradingDlq", "grading-dlq")
+	st.GradingQueue = queue("GradingQueue", "grading", func(p *awssqs.QueueProps) {
+		p.VisibilityTimeout = awscdk.Duration_Seconds(n(GradingVisibilityS))
+		p.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: st.GradingDLQ, MaxReceiveCount: n(GradingMaxReceives)}
+	})
+
 	// The schedule group holds one one-time schedule per instant.
 	st.ScheduleGroup = awsscheduler.NewScheduleGroup(stack, s("ScheduleGroup"), &awsscheduler.ScheduleGroupProps{
 		ScheduleGroupName: s(cfg.Name),
@@ -213,7 +223,7 @@ func (sb *stackBuilder) clock() {
 	// fall due together (it protects the table and the account's other
 	// functions); throttled events wait in Lambda's async queue.
 	st.Clock = sb.function("ClockFunction", "clock", "Evaluates instants: Scheduler target, timer queue consumer and sweep",
-		ClockTimeoutS, true, map[string]string{"TIMER_QUEUE_URL": *st.TimerQueue.QueueUrl()}, func(p *awslambda.FunctionProps) {
+		ClockTimeoutS, true, map[string]string{"TIMER_QUEUE_URL": *st.TimerQueue.QueueUrl(), "GRADING_QUEUE_URL": *st.GradingQueue.QueueUrl()}, func(p *awslambda.FunctionProps) {
 			reserve(p, cfg.ClockConcurrency)
 			p.DeadLetterQueue = st.SchedulerDLQ
 			p.RetryAttempts = n(2)
@@ -266,6 +276,10 @@ func (sb *stackBuilder) clock() {
 	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("TimerQueueRearm"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.TimerQueue.QueueArn()},
 	}))
+	// The sweep also puts grading jobs that are late back on their queue.
+	st.Clock.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("GradingQueueRepair"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
+	}))
 	// The sweep: every minute, the clock function processes what is past
 	// due and that nothing processed (a dead-lettered fire or message).
 	st.SweepSchedule = awsscheduler.NewCfnSchedule(stack, s("SweepSchedule"), &awsscheduler.CfnScheduleProps{
@@ -301,7 +315,7 @@ func (sb *stackBuilder) stream() {
 	// The stream function: consumes the table's stream, creates and deletes
 	// the schedules of the group (passing the scheduler role to Scheduler),
 	// delivers lapse tasks and runs VERIFY.
-	st.Stream = sb.function("StreamFunction", "stream", "DynamoDB Streams consumer: schedules instants, delivers lapse tasks, runs VERIFY",
+	st.Stream = sb.function("StreamFunction", "stream", "DynamoDB Streams consumer: schedules instants, delivers lapse tasks, runs VERIFY (model grading: the grader)",
 		StreamTimeoutS, true, map[string]string{
 			"SCHEDULE_GROUP":     cfg.Name,
 			"CLOCK_FUNCTION_ARN": *st.Clock.FunctionArn(),
@@ -310,31 +324,15 @@ func (sb *stackBuilder) stream() {
 			"TIMER_QUEUE_URL":    *st.TimerQueue.QueueUrl(),
 		}, func(p *awslambda.FunctionProps) { reserve(p, cfg.StreamConcurrency) })
 	st.Stream.Node().AddDependency(st.ScheduleGroup)
-	// The model judge runs in VERIFY, in the stream function only: it alone
-	// gets the judge's settings and its grants, and only when configured.
-	switch cfg.JudgeKind {
-	case "bedrock":
-		st.Stream.AddEnvironment(s("JUDGE_KIND"), s("bedrock"), nil)
-		st.Stream.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
-		st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: s("JudgeModel"), Actions: strs("bedrock:InvokeModel"),
-			Resources: &[]*string{s(cfg.BedrockModelARN(*stack.Partition(), *stack.Region()))},
-		}))
-	case "openai":
-		st.Stream.AddEnvironment(s("JUDGE_KIND"), s("openai"), nil)
-		st.Stream.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
-		st.Stream.AddEnvironment(s("JUDGE_URL"), s(cfg.JudgeURL), nil)
-		if cfg.JudgeAPIKeyParameter != "" {
-			st.Stream.AddEnvironment(s("JUDGE_API_KEY_PARAMETER"), s(cfg.JudgeAPIKeyParameter), nil)
-			st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Sid: s("JudgeAPIKey"), Actions: strs("ssm:GetParameter"),
-				Resources: &[]*string{stack.FormatArn(&awscdk.ArnComponents{
-					Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.JudgeAPIKeyParameter, "/")),
-					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-				})},
-			}))
-		}
+	// VERIFY (here) leaves HEURISTIC criteria to the grader function: it
+	// puts their jobs on the grading queue, and holds no judge.
+	st.Stream.AddEnvironment(s("GRADING_QUEUE_URL"), st.GradingQueue.QueueUrl(), nil)
+	if cfg.JudgeKind != "" {
+		st.Stream.AddEnvironment(s("MODEL_GRADING"), s("true"), nil)
 	}
+	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("GradingQueue"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
+	}))
 	st.Stream.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("Schedules"), Actions: strs(SchedulerActions...), Resources: &[]*string{schedulesArn},
 	}))
@@ -384,6 +382,61 @@ func (sb *stackBuilder) stream() {
 	}))
 }
 
+// grader adds the grader function (the model judge's only caller: its
+// settings and grants are here alone), its grading-queue mapping and
+// grants.
+func (sb *stackBuilder) grader() {
+	st := sb.st
+	stack := sb.st.Stack
+	cfg := sb.cfg
+	st.Grader = sb.function("GraderFunction", "grader", "Grades HEURISTIC criteria with the model judge, one grading-queue job at a time",
+		GraderTimeoutS, true, map[string]string{"GRADING_QUEUE_URL": *st.GradingQueue.QueueUrl()}, func(p *awslambda.FunctionProps) {
+			reserve(p, cfg.GraderConcurrency)
+		})
+	switch cfg.JudgeKind {
+	case "bedrock":
+		st.Grader.AddEnvironment(s("JUDGE_KIND"), s("bedrock"), nil)
+		st.Grader.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
+		st.Grader.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: s("JudgeModel"), Actions: strs("bedrock:InvokeModel"),
+			Resources: &[]*string{s(cfg.BedrockModelARN(*stack.Partition(), *stack.Region()))},
+		}))
+	case "openai":
+		st.Grader.AddEnvironment(s("JUDGE_KIND"), s("openai"), nil)
+		st.Grader.AddEnvironment(s("JUDGE_MODEL"), s(cfg.JudgeModel), nil)
+		st.Grader.AddEnvironment(s("JUDGE_URL"), s(cfg.JudgeURL), nil)
+		if cfg.JudgeAPIKeyParameter != "" {
+			st.Grader.AddEnvironment(s("JUDGE_API_KEY_PARAMETER"), s(cfg.JudgeAPIKeyParameter), nil)
+			st.Grader.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("JudgeAPIKey"), Actions: strs("ssm:GetParameter"),
+				Resources: &[]*string{stack.FormatArn(&awscdk.ArnComponents{
+					Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.JudgeAPIKeyParameter, "/")),
+					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+				})},
+			}))
+		}
+	}
+	// Its only trigger: the mapping's maximum concurrency is the
+	// function's reservation, so the mapping's batches are never
+	// throttled back to the queue.
+	mapping := &awslambda.EventSourceMappingOptions{
+		EventSourceArn:          st.GradingQueue.QueueArn(),
+		BatchSize:               n(GradingBatchSize),
+		ReportBatchItemFailures: b(true),
+	}
+	if cfg.GraderConcurrency > 0 {
+		mapping.MaxConcurrency = n(float64(max(2, cfg.GraderConcurrency)))
+	}
+	st.Grader.AddEventSourceMapping(s("SqsEventSource:"+*awscdk.Names_NodeUniqueId(st.GradingQueue.Node())), mapping)
+	st.Grader.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("GradingQueueConsume"), Actions: strs("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+		Resources: &[]*string{st.GradingQueue.QueueArn()},
+	}))
+	st.Grader.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("GradingQueueRetry"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
+	}))
+}
+
 // streamTypes are streamfilter.RecordTypes as a filter pattern's values.
 func streamTypes() []interface{} {
 	out := make([]interface{}, len(streamfilter.RecordTypes))
@@ -426,7 +479,7 @@ func (sb *stackBuilder) apiFunctions() {
 			Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.SigningKeyParameter, "/")),
 			ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		})
-		for _, fn := range []awslambda.Function{st.API, st.Clock, st.Stream} {
+		for _, fn := range []awslambda.Function{st.API, st.Clock, st.Stream, st.Grader} {
 			fn.AddEnvironment(s("SIGNING_KEY_PARAMETER"), s(cfg.SigningKeyParameter), nil)
 			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: s("ReadSigningKey"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{keyArn},

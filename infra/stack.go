@@ -93,6 +93,7 @@ const (
 	AuthorizerTimeoutS = 5   // API Gateway waits at most 10 s for an authorizer
 	APITimeoutS        = 25  // under API Gateway's 30 s integration limit
 	ClockTimeoutS      = 30  // one instant: a read and a conditional write
+	GraderTimeoutS     = 120 // one judge call (at most 60 s) and the VERIFY's read and write
 	StreamTimeoutS     = 300 // a batch, with lapse deliveries and their backoff
 )
 
@@ -113,11 +114,13 @@ var TableActions = []string{
 // everything; the clock reads records and writes them whole (no lookups:
 // it decides on the record it re-reads) and queries the open-instant index
 // in the sweep; the stream reads lookup entries and records and writes
-// them whole, and reads no index.
+// them whole, and reads no index; the grader reads a VERIFY, its
+// anticipation and execution, and writes the VERIFY whole.
 var (
 	TableActionsOf = map[string][]string{
 		"api":    TableActions,
 		"clock":  {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+		"grader": {"dynamodb:GetItem", "dynamodb:PutItem"},
 		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
 	}
 	IndexQueries = map[string]bool{"api": true, "clock": true}
@@ -137,6 +140,18 @@ const (
 	SweepMaxEventAgeS = 60 // a sweep that cannot run within a minute is replaced by the next one
 )
 
+// Grading queue settings (internal/awsrt, grading.go): one message per
+// HEURISTIC criterion waiting for the model judge, consumed by the grader
+// function GradingBatchSize at a time (they run concurrently); visible
+// again after GradingVisibilityS (six times the grader's timeout), to the
+// grading DLQ after GradingMaxReceives receives (the sweep's repair puts
+// the job back anyway).
+const (
+	GradingBatchSize   = 4
+	GradingVisibilityS = 6 * GraderTimeoutS
+	GradingMaxReceives = 5
+)
+
 // SchedulerActions are what the stream function does to the schedules of
 // its group.
 var SchedulerActions = []string{"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
@@ -153,8 +168,13 @@ type StackProps struct {
 // Stack is the deployed service.
 type Stack struct {
 	awscdk.Stack
-	Table                 awsdynamodb.Table
-	API, Clock, Stream    awslambda.Function
+	Table              awsdynamodb.Table
+	API, Clock, Stream awslambda.Function
+	// Grader grades HEURISTIC criteria with the model judge, one job of the
+	// grading queue at a time.
+	Grader                awslambda.Function
+	GradingQueue          awssqs.Queue
+	GradingDLQ            awssqs.Queue
 	Authorizer            awslambda.Function
 	HTTPAPI               awsapigatewayv2.HttpApi
 	HTTPStage             awsapigatewayv2.HttpStage
@@ -230,6 +250,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 	sb.state()
 	sb.clock()
 	sb.stream()
+	sb.grader()
 	sb.apiFunctions()
 	sb.httpAPI()
 
@@ -256,6 +277,8 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) *Stack {
 		{"StreamFailureQueueUrl", "On-failure destination of the stream mapping (URL)", *st.StreamFailureQueue.QueueUrl()},
 		{"TimerQueueUrl", "Timer queue of the clock function (TIMER_QUEUE_URL)", *st.TimerQueue.QueueUrl()},
 		{"TimerDlqUrl", "Dead-letter queue of the timer queue (URL)", *st.TimerDLQ.QueueUrl()},
+		{"GradingQueueUrl", "Grading queue of the grader function (GRADING_QUEUE_URL)", *st.GradingQueue.QueueUrl()},
+		{"GradingDlqUrl", "Dead-letter queue of the grading queue (URL)", *st.GradingDLQ.QueueUrl()},
 		{"TokensParameterName", "SSM SecureString the authorizer reads the tokens from (TOKENS_PARAMETER)", cfg.TokensParameter},
 		{"AlarmTopicArn", "SNS topic of the alarms", *st.AlarmTopic.TopicArn()},
 	} {

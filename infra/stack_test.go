@@ -79,7 +79,7 @@ func TestFunctions(t *testing.T) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
 			cfg := sy.cfg
-			assert(t, "four functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4)) })
+			assert(t, "five functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5)) })
 			// Every function: arm64, provided.al2023 (bootstrap), traced,
 			// JSON logs to its own log group with retention.
 			assert(t, "every function", func() {
@@ -97,12 +97,15 @@ func TestFunctions(t *testing.T) {
 			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false", "METRICS_NAMESPACE": "Clockwork/clockwork-" + stage,
 				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
 			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
+			grading := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading"))
 			env := map[string]obj{
 				"api":        {"TRUST_AUTHORIZER": "true"},
 				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
-				"clock":      {"TIMER_QUEUE_URL": timers},
+				"clock":      {"TIMER_QUEUE_URL": timers, "GRADING_QUEUE_URL": grading},
+				"grader":     {"GRADING_QUEUE_URL": grading},
 				"stream": {
 					"TIMER_QUEUE_URL":    timers,
+					"GRADING_QUEUE_URL":  grading,
 					"SCHEDULE_GROUP":     "clockwork-" + stage,
 					"CLOCK_FUNCTION_ARN": getAtt(fnID(t, tj, "clock", stage), "Arn"),
 					"SCHEDULER_ROLE_ARN": getAtt(onlyID(t, tj, "AWS::IAM::Role", "Description", "Assumed by EventBridge Scheduler (clockwork-"+stage+" schedules) to invoke the clock function"), "Arn"),
@@ -367,7 +370,7 @@ func TestStreamMapping(t *testing.T) {
 	for stage, sy := range synth(t) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
-			assert(t, "two mappings", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(2)) })
+			assert(t, "three mappings", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(3)) })
 			assert(t, "mapping", func() {
 				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
 					"EventSourceArn":             getAtt("Table", "StreamArn"),
@@ -452,7 +455,7 @@ func TestTimerQueueAndSweep(t *testing.T) {
 				if got := strings.Contains(send, timers); got != want {
 					t.Errorf("%s function may send to the timer queue: %v, want %v (%s)", name, got, want, send)
 				}
-				if consume := acts["sqs:ReceiveMessage"] != nil && acts["sqs:DeleteMessage"] != nil; consume != (name == "clock") {
+				if consume := acts["sqs:ReceiveMessage"] != nil && acts["sqs:DeleteMessage"] != nil; consume != (name == "clock" || name == "grader") {
 					t.Errorf("%s function consumes a queue: %v", name, consume)
 				}
 			}
@@ -476,11 +479,69 @@ func TestTimerQueueAndSweep(t *testing.T) {
 	}
 }
 
+// TestGradingQueue pins the grading queue (internal/awsrt, grading.go):
+// SSE, its DLQ after GradingMaxReceives receives, a visibility timeout six
+// times the grader's; consumed by the grader function alone, in batches
+// with partial batch failures, its mapping's maximum concurrency the
+// grader's reservation; sent to by the stream (VERIFY's jobs), the clock
+// (the sweep's repair) and the grader (a failed attempt put back) only;
+// the same settings as the local AWS mode's queue.
+func TestGradingQueue(t *testing.T) {
+	if GradingMaxReceives != awsrt.GradingMaxReceives || GraderTimeoutS != awsrt.GraderTimeoutS || GradingVisibilityS != awsrt.GradingVisibilityS {
+		t.Errorf("grading queue settings %d/%d/%d, the runtime's %d/%d/%d", GradingMaxReceives, GraderTimeoutS, GradingVisibilityS,
+			awsrt.GradingMaxReceives, awsrt.GraderTimeoutS, awsrt.GradingVisibilityS)
+	}
+	for stage, sy := range synth(t) {
+		t.Run(stage, func(t *testing.T) {
+			tmpl, tj := sy.template, sy.json
+			queue := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading")
+			dlq := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading-dlq")
+			grader := fnID(t, tj, "grader", stage)
+			assert(t, "grading queue", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), obj{
+					"QueueName": "clockwork-" + stage + "-grading", "SqsManagedSseEnabled": true, "VisibilityTimeout": GradingVisibilityS,
+					"RedrivePolicy": obj{"deadLetterTargetArn": getAtt(dlq, "Arn"), "maxReceiveCount": GradingMaxReceives},
+				})
+			})
+			if sy.cfg.GraderConcurrency < 2 {
+				t.Fatalf("grader concurrency %d: a mapping's maximum concurrency is at least 2", sy.cfg.GraderConcurrency)
+			}
+			assert(t, "the grader consumes the grading queue, within its reservation", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj{
+					"EventSourceArn": getAtt(queue, "Arn"), "FunctionName": ref(grader),
+					"BatchSize": GradingBatchSize, "FunctionResponseTypes": arr{"ReportBatchItemFailures"},
+					"ScalingConfig": obj{"MaximumConcurrency": sy.cfg.GraderConcurrency},
+				})
+			})
+			assert(t, "grader function", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj{
+					"FunctionName": "clockwork-" + stage + "-grader", "Timeout": GraderTimeoutS,
+					"ReservedConcurrentExecutions": sy.cfg.GraderConcurrency,
+				})
+			})
+			for _, name := range Functions {
+				acts := actionsOf(statementsOfRole(tj, roleOfFunction(t, tj, "clockwork-"+stage+"-"+name)))
+				send := fmt.Sprint(acts["sqs:SendMessage"])
+				want := name == "clock" || name == "stream" || name == "grader"
+				if got := strings.Contains(send, queue); got != want {
+					t.Errorf("%s function may send to the grading queue: %v, want %v (%s)", name, got, want, send)
+				}
+				if got := strings.Contains(fmt.Sprint(acts["sqs:ReceiveMessage"]), queue); got != (name == "grader") {
+					t.Errorf("%s function may receive from the grading queue: %v", name, got)
+				}
+			}
+			assert(t, "grading DLQ alarm", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{"AlarmName": "clockwork-" + stage + "-grading-dlq-depth"})
+			})
+		})
+	}
+}
+
 func TestQueuesAndAlarms(t *testing.T) {
 	for stage, sy := range synth(t) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
-			assert(t, "four queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(4)) })
+			assert(t, "six queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(6)) })
 			assert(t, "queues", func() {
 				tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), obj{
 					"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": true,

@@ -15,11 +15,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/agentclock/clockwork/internal/awsrt"
-	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
 	"github.com/agentclock/clockwork/internal/metrics/emf"
 )
 
 func main() {
-	rt := awsrt.MustStart(awsjudge.New)
+	rt := awsrt.MustStart(nil) // no model judge: the grader function holds it
 	lambda.Start(emf.FlushAfter(rt.EMF, os.Stdout, rt.HandleClockEvent))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/authorizer"
 	"github.com/agentclock/clockwork/internal/awsrt"
+	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 )
@@ -53,7 +54,7 @@ func TokensJSON() string {
 }
 
 // The functions and their event folders.
-var functionNames = []string{"api", "authorizer", "clock", "stream"}
+var functionNames = []string{"api", "authorizer", "clock", "grader", "stream"}
 
 // sampleAuthorizer is the authorizer with TOKENS_JSON.
 func sampleAuthorizer() *authorizer.Authorizer {
@@ -285,6 +286,32 @@ func TestEventFiles(t *testing.T) {
 		}
 		if batches == 0 || sweeps == 0 {
 			t.Errorf("events/clock has %d timer-queue batches and %d sweeps, want at least one of each", batches, sweeps)
+		}
+	})
+	t.Run("grader", func(t *testing.T) {
+		evs := loadEvents(t, "grader")
+		want := loadExpected[string](t, "grader", evs)
+		jobs := 0
+		for _, e := range evs {
+			var ev events.SQSEvent
+			if err := strictJSON(e.Body, &ev); err != nil || len(ev.Records) == 0 {
+				t.Errorf("%s: not an SQS event (%v)", e.Name, err)
+				continue
+			}
+			if !strings.HasPrefix(want[e.Name], "batchItemFailures:") {
+				t.Errorf("expected.json: %s: %q, want \"batchItemFailures:<ids>\"", e.Name, want[e.Name])
+			}
+			for _, r := range ev.Records {
+				if r.EventSource != "aws:sqs" || r.ReceiptHandle == "" || r.Md5OfBody == "" || r.Attributes["ApproximateReceiveCount"] == "" {
+					t.Errorf("%s: record %s lacks what Lambda's SQS event carries", e.Name, r.MessageId)
+				}
+				if _, err := evaluation.UnmarshalGradeJob(r.Body); err == nil {
+					jobs++
+				}
+			}
+		}
+		if jobs == 0 {
+			t.Error("events/grader has no grading job")
 		}
 	})
 	t.Run("stream", func(t *testing.T) {

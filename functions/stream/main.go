@@ -1,5 +1,6 @@
 // Command stream consumes the table's DynamoDB Stream: it schedules and
-// cancels instants, delivers lapse tasks and runs VERIFY, reporting partial
+// cancels instants, delivers lapse tasks and runs VERIFY (its model grading
+// goes to the grading queue, for the grader function), reporting partial
 // batch failures by SequenceNumber.
 //
 // The metrics of each invocation are written to stdout as CloudWatch
@@ -12,11 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/agentclock/clockwork/internal/awsrt"
-	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
 	"github.com/agentclock/clockwork/internal/metrics/emf"
 )
 
 func main() {
-	rt := awsrt.MustStart(awsjudge.New)
+	rt := awsrt.MustStart(nil) // no model judge: the grader function holds it
 	lambda.Start(emf.FlushAfter(rt.EMF, os.Stdout, rt.HandleStream))
 }

@@ -2,10 +2,18 @@ package anticipate
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/agentclock/clockwork/internal/assertion"
 	"github.com/agentclock/clockwork/internal/errs"
 )
+
+// ErrNotAGrade is wrapped by a judge's error when the judge answered but
+// its answer cannot be a grade (not a score, refused, cut off, withheld):
+// asking again would get the same answer, so the criterion is left
+// pending with the reason rather than retried. Any other judge error
+// (unreachable, timed out, throttled, a 5xx) is worth another attempt.
+var ErrNotAGrade = errors.New("the judge's answer is not a grade")
 
 // JudgeEvidence is what a model judge sees of an execution.
 type JudgeEvidence struct {

@@ -60,6 +60,7 @@ var resourceKinds = []struct {
 	{regexp.MustCompile(`^schedule/cw-[0-9a-f]+/[^/]+$`), "group-schedules"},
 	{regexp.MustCompile(`^role/arn:aws:iam::000000000000:role/scheduler$`), "scheduler-role"},
 	{regexp.MustCompile(`^queue/http://[^/]+/[0-9]+/cw-[0-9a-f]+-timers$`), "timer-queue"},
+	{regexp.MustCompile(`^queue/http://[^/]+/[0-9]+/cw-[0-9a-f]+-grading$`), "grading-queue"},
 	{regexp.MustCompile(`^key/[0-9a-f-]{36}$`), "credentials-key"},
 	{regexp.MustCompile(`^parameter//clockwork/test/cw-[0-9a-f]+/verify-signing-key$`), "signing-key-parameter"},
 	{regexp.MustCompile(`^parameter//clockwork/test/cw-[0-9a-f]+/judge-api-key$`), "judge-key-parameter"},

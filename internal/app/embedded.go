@@ -69,6 +69,9 @@ type Config struct {
 	JudgeKind, JudgeModel, JudgeAPIKey string
 	// AllowPrivateJudge lets the judge be on loopback or a private address.
 	AllowPrivateJudge bool
+	// JudgeRetry bounds the judge's attempts at each HEURISTIC criterion
+	// (zero: evaluation's defaults; tests shorten it).
+	JudgeRetry evaluation.JudgeRetry
 	// PauseFeed starts without consuming the change feed (tests use it to
 	// stand for a crash between a commit and its asynchronous effects).
 	PauseFeed bool
@@ -169,7 +172,7 @@ func Start(cfg Config) (*App, error) {
 	}, cfg.TimerWorkers, cfg.Log)
 	a.Timers.SetClock(a.Watcher.Now)
 	a.Timers.Lateness = cfg.Lateness
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
 		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge, Metrics: cfg.Metrics})
 	if err != nil {
@@ -188,8 +191,11 @@ func Start(cfg Config) (*App, error) {
 		evalOpt.SigningKey = key
 	}
 	a.Eval = evaluation.New(st, evalOpt)
+	// Model grading runs beside the feed, one job per criterion, so a slow
+	// judge never holds the changes behind a PLAN_COMPLETE.
+	grading := evaluation.NewGradingWorker(a.Eval, cfg.Log)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Tasks: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
 		Metrics: cfg.Metrics, Now: a.Watcher.Now}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
@@ -215,6 +221,7 @@ func Start(cfg Config) (*App, error) {
 	cfg.Log.Info("embedded runtime started", "data", cfg.DataDir, "timerWindowEnd", expect.FormatTime(a.Window.End()))
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
+	a.run(func() { grading.Run(ctx) })
 	if !cfg.PauseFeed {
 		// A change still failing after its retries is set aside (kept with
 		// the reason, counted) so the changes behind it go on; the

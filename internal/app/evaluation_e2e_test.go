@@ -103,16 +103,18 @@ func allGood() []any {
 	}
 }
 
+// waitVerification waits for the one VERIFY of an anticipation and for
+// the model judge's grading of it to end (no criterion awaiting it).
 func (e *testEnv) waitVerification(antID string) anticipate.Verification {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var out struct{ Verifications []anticipate.Verification }
 		e.must(200, e.call("GET", "/v1/anticipations/"+antID+"/verifications", nil)).json(e.t, &out)
-		if len(out.Verifications) > 0 {
-			if len(out.Verifications) != 1 {
-				e.t.Fatalf("%d verifications for one plan", len(out.Verifications))
-			}
+		if len(out.Verifications) > 1 {
+			e.t.Fatalf("%d verifications for one plan", len(out.Verifications))
+		}
+		if len(out.Verifications) == 1 && !awaitingJudge(out.Verifications[0]) {
 			return out.Verifications[0]
 		}
 		if time.Now().After(deadline) {
@@ -120,6 +122,16 @@ func (e *testEnv) waitVerification(antID string) anticipate.Verification {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// awaitingJudge reports whether a criterion of v waits for the model judge.
+func awaitingJudge(v anticipate.Verification) bool {
+	for _, r := range v.Results {
+		if r.Status == anticipate.StatusPending && r.Evidence == "pending: awaiting the model judge" {
+			return true
+		}
+	}
+	return false
 }
 
 // executionEvents reads a plan's execution and its whole chain from GET

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/awsrt/awsjudge"
+	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/outbox"
@@ -48,9 +50,14 @@ type testEnv struct {
 	aws        bool
 	table      string
 	timerQueue string
-	rt         *awsrt.Runtime
-	local      *awsrt.Local
-	kmsKey     string // seals outbound credentials (moto's KMS)
+	// gradingQueue is the grading queue of the AWS mode; while
+	// loseGradingJobs is set its poller loses every message
+	// (LocalOptions.LoseGradingJobs).
+	gradingQueue    string
+	loseGradingJobs atomic.Bool
+	rt              *awsrt.Runtime
+	local           *awsrt.Local
+	kmsKey          string // seals outbound credentials (moto's KMS)
 }
 
 // The AWS mode runs with Scheduler's one-minute precision scaled down to
@@ -63,6 +70,9 @@ type testEnv struct {
 const (
 	awsTestPrecision  = 2 * time.Second
 	awsTestSweepAfter = 2 * time.Second
+	// awsTestGradingRepairAfter is how late a grading job is before the
+	// sweep puts it back on the grading queue.
+	awsTestGradingRepairAfter = 3 * time.Second
 )
 
 // backendKind selects the backend startEnv starts ("embedded" or "aws").
@@ -116,6 +126,9 @@ func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 		Log:                slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		AllowPrivateAgents: true,
 		Outbox:             outbox.Options{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxAttempts: 4},
+		// A judge's failed attempt comes back within a fraction of a
+		// second, and a criterion is given up after a few.
+		JudgeRetry: evaluation.JudgeRetry{Attempts: 3, Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, CallTimeout: 5 * time.Second},
 	}
 	if os.Getenv("CLOCKWORK_TEST_LOG") != "" {
 		e.cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -176,11 +189,17 @@ func (e *testEnv) restartAWS() {
 			e.t.Fatal(err)
 		}
 		e.timerQueue = q.URL
+		g, err := awsrt.CreateGradingQueue(context.Background(), awsclient.NewSQSSender(ac), e.table+"-grading")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.gradingQueue = g.URL
 	}
 	// Each function's main starts the runtime (awsrt.New): what it reads
 	// then, every one of them reads (awsops.Init).
 	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
-		TimerQueueURL: e.timerQueue, SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter,
+		TimerQueueURL: e.timerQueue, GradingQueueURL: e.gradingQueue, JudgeRetry: e.cfg.JudgeRetry, GradingRepairAfter: awsTestGradingRepairAfter,
+		SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
@@ -196,7 +215,7 @@ func (e *testEnv) restartAWS() {
 	}
 	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{
 		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults,
-		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4,
+		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4, LoseGradingJobs: e.loseGradingJobs.Load,
 	})
 	if err != nil {
 		e.t.Fatal(err)

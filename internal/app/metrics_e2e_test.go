@@ -197,10 +197,12 @@ func scenarioMetricsMove(t *testing.T) {
 		t.Fatalf("verdict %s, want PENDING", v.Verdict)
 	}
 	probe.waitCounter(metrics.Verifications, map[string]string{"verdict": "PENDING"}, 1)
-	probe.waitCounter(metrics.JudgeCalls, map[string]string{"judge": "http"}, 2)
-	probe.waitCounter(metrics.JudgeFailures, map[string]string{"judge": "http"}, 1)
-	if _, n := probe.read(metrics.JudgeLatency, map[string]string{"judge": "http"}); n != 2 {
-		t.Fatalf("judge latency: %d observations, want 2", n)
+	// One call for oc-j; oc-x's judge fails each of its attempts.
+	tries := float64(e.cfg.JudgeRetry.Attempts)
+	probe.waitCounter(metrics.JudgeCalls, map[string]string{"judge": "http"}, 1+tries)
+	probe.waitCounter(metrics.JudgeFailures, map[string]string{"judge": "http"}, tries)
+	if _, n := probe.read(metrics.JudgeLatency, map[string]string{"judge": "http"}); n != 1+int(tries) {
+		t.Fatalf("judge latency: %d observations, want %v", n, 1+tries)
 	}
 	e.must(200, e.call("POST", "/v1/verifications/"+v.VerificationID+"/grades", map[string]any{"criterion_id": "oc-x", "score": 1}))
 	probe.waitCounter(metrics.Grades, map[string]string{"verdict": "PASS"}, 1)

@@ -18,6 +18,7 @@ var scenarios = []struct {
 	{"HumanGradeLifecycle", scenarioHumanGradeLifecycle},
 	{"HeuristicJudge", scenarioHeuristicJudge},
 	{"ModelJudges", scenarioModelJudges},
+	{"JudgeOutage", scenarioJudgeOutage},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

@@ -57,6 +57,21 @@ type Config struct {
 	// (internal/scheduler, queue.go). Empty: the former design, one
 	// schedule per instant, whose early fires are lost.
 	TimerQueueURL string
+	// GradingQueueURL (GRADING_QUEUE_URL) is the SQS queue of grading jobs
+	// (one per HEURISTIC criterion waiting for the model judge), consumed
+	// by the grader function (HandleGrading); the stream function puts
+	// VERIFY's jobs on it, the clock function's sweep the late ones.
+	GradingQueueURL string
+	// ModelGrading (MODEL_GRADING) says a model judge grades HEURISTIC
+	// criteria somewhere (the grader function), so VERIFY leaves them
+	// waiting for it even in a function that holds no judge.
+	ModelGrading bool
+	// JudgeRetry bounds the judge's attempts at each criterion (zero:
+	// evaluation's defaults; tests shorten it).
+	JudgeRetry evaluation.JudgeRetry
+	// GradingRepairAfter is how late a grading job must be before the
+	// sweep enqueues it again (default DefaultGradingRepairAfter).
+	GradingRepairAfter time.Duration
 	// SchedulerPrecision is Scheduler's firing precision (default 60 s);
 	// the local AWS mode scales it down, with its emulated Scheduler, so
 	// that tests stay fast.
@@ -93,7 +108,8 @@ type Config struct {
 	JudgeKind, JudgeModel             string
 	JudgeAPIKey, JudgeAPIKeyParameter string
 	// Judges builds the judge the settings above name (awsjudge.New for
-	// the stream and clock functions); nil refuses a configured judge.
+	// the grader function, the only one that calls it); nil refuses a
+	// configured judge.
 	Judges   JudgeFactory
 	Endpoint string // AWS_ENDPOINT_URL: an emulator (LocalStack, moto)
 	Stage    string // STAGE
@@ -141,6 +157,7 @@ func FromEnv() (Config, error) {
 		JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), JudgeAPIKeyParameter: os.Getenv("JUDGE_API_KEY_PARAMETER"),
 		CredentialsKeyID: os.Getenv("CREDENTIALS_KEY_ID"),
 		TimerQueueURL:    os.Getenv("TIMER_QUEUE_URL"),
+		GradingQueueURL:  os.Getenv("GRADING_QUEUE_URL"),
 		MetricsNamespace: os.Getenv("METRICS_NAMESPACE"),
 	}
 	if c.Table == "" {
@@ -151,6 +168,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.TrustAuthorizer, err = envBool("TRUST_AUTHORIZER"); err != nil {
+		return c, err
+	}
+	if c.ModelGrading, err = envBool("MODEL_GRADING"); err != nil {
 		return c, err
 	}
 	if c.SendToTimekeepers, err = envBool("SEND_TO_TIMEKEEPERS"); err != nil {
@@ -324,7 +344,7 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
 	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry}
 	if judge != nil {
 		j, err := judge(ctx, r)
 		if err != nil {
@@ -405,8 +425,11 @@ func (r *Runtime) startWorkers() {
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },
 		SQS: r.SQS, QueueURL: cfg.TimerQueueURL, Precision: cfg.SchedulerPrecision, DirectWindow: cfg.DirectWindow,
 	})
+	if g := r.grader(); g != nil {
+		r.Eval.SetGrader(g)
+	}
 	r.inline = &inlineOutbox{}
-	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
 		Metrics: cfg.Metrics}
 }
 
@@ -438,7 +461,8 @@ func (r *Runtime) HTTP() http.Handler { return r.API() }
 // configuration from the environment and assemble the runtime, logging JSON
 // to stderr. A configuration or start error is logged and exits the
 // process, so the failure shows as an init error of the function.
-// judges builds the model judge (awsjudge.New).
+// judges builds the model judge (awsjudge.New in the grader function; nil
+// in the others, which never call it).
 func MustStart(judges JudgeFactory) *Runtime {
 	return mustStart(func(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.Judges = judges

@@ -179,22 +179,26 @@ func (e *emulatedScheduler) fire(ctx context.Context, now time.Time) (int, error
 // becomes visible again after the visibility timeout. It short-polls
 // (WaitTimeSeconds 0): the test emulator serves one request at a time.
 type queuePoller struct {
-	rt  *Runtime
-	arn string
+	rt     *Runtime
+	arn    string
+	url    string
+	handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 }
 
-func newQueuePoller(ctx context.Context, rt *Runtime) (*queuePoller, error) {
-	arn, err := awsclient.SQSQueueARN(ctx, rt.SQS, rt.Config.TimerQueueURL)
+// newQueuePoller polls the queue at url into handle (the timer queue into
+// HandleTimerQueue, the grading queue into HandleGrading).
+func newQueuePoller(ctx context.Context, rt *Runtime, url string, handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) (*queuePoller, error) {
+	arn, err := awsclient.SQSQueueARN(ctx, rt.SQS, url)
 	if err != nil {
-		return nil, fmt.Errorf("timer queue: %w", err)
+		return nil, fmt.Errorf("queue %s: %w", url, err)
 	}
-	return &queuePoller{rt: rt, arn: arn}, nil
+	return &queuePoller{rt: rt, arn: arn, url: url, handle: handle}, nil
 }
 
 // poll receives and handles one batch; it returns the number of messages
 // received.
 func (p *queuePoller) poll(ctx context.Context) (int, error) {
-	url := p.rt.Config.TimerQueueURL
+	url := p.url
 	msgs, err := awsclient.ReceiveSQS(ctx, p.rt.SQS, url, 10, 30)
 	if err != nil || len(msgs) == 0 {
 		return 0, err
@@ -215,7 +219,7 @@ func (p *queuePoller) poll(ctx context.Context) (int, error) {
 			EventSource:       "aws:sqs", EventSourceARN: p.arn, AWSRegion: "us-east-1",
 		})
 	}
-	resp, err := p.rt.HandleTimerQueue(ctx, ev)
+	resp, err := p.handle(ctx, ev)
 	if err != nil {
 		return len(msgs), err // the whole batch comes back
 	}
@@ -228,7 +232,7 @@ func (p *queuePoller) poll(ctx context.Context) (int, error) {
 	}
 	if len(done) > 0 {
 		if err := awsclient.DeleteSQS(ctx, p.rt.SQS, url, done); err != nil {
-			return len(msgs), fmt.Errorf("delete timer messages: %w", err)
+			return len(msgs), fmt.Errorf("delete messages: %w", err)
 		}
 	}
 	return len(msgs), nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/feed"
 	"github.com/agentclock/clockwork/internal/store"
@@ -43,6 +45,11 @@ type LocalOptions struct {
 	// SweepInterval is how often the sweep runs, as the deployed recurring
 	// schedule does every minute (default one minute; negative: never).
 	SweepInterval time.Duration
+	// LoseGradingJobs, while it returns true, makes the grading queue's
+	// poller lose every message (deleted unhandled), as a message
+	// dead-lettered or expired is lost to the grader; the sweep's repair
+	// must find their jobs (tests).
+	LoseGradingJobs func() bool
 }
 
 // Local runs what AWS runs around the functions, against an emulator:
@@ -125,8 +132,17 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		_, err := l.sched.fire(schedCtx, rt.Watcher.Now())
 		return err
 	}, rt, "firing due schedules")
-	if rt.Config.TimerQueueURL != "" {
-		poller, err := newQueuePoller(clockCtx, rt)
+	// The timer queue is the clock function's, the grading queue the
+	// grader function's.
+	for _, q := range []struct {
+		url, function string
+		handle        func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	}{{rt.Config.TimerQueueURL, "clock", rt.HandleTimerQueue}, {rt.Config.GradingQueueURL, "grader", losing(opt.LoseGradingJobs, rt.HandleGrading)}} {
+		if q.url == "" {
+			continue
+		}
+		qctx := awsops.WithFunction(base, q.function)
+		poller, err := newQueuePoller(qctx, rt, q.url, q.handle)
 		if err != nil {
 			l.Close()
 			return nil, err
@@ -135,9 +151,9 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		go func() {
 			defer l.wg.Done()
 			for ctx.Err() == nil {
-				n, err := poller.poll(clockCtx)
+				n, err := poller.poll(qctx)
 				if err != nil && ctx.Err() == nil {
-					rt.Log.Error("polling the timer queue", "err", err)
+					rt.Log.Error("polling a queue", "queue", q.url, "err", err)
 				}
 				if n == 0 || err != nil {
 					sleep(ctx, opt.PollInterval)
@@ -155,6 +171,20 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 		}, rt, "sweep")
 	}
 	return l, nil
+}
+
+// losing acknowledges every message unhandled while lose returns true,
+// and hands them to handle otherwise.
+func losing(lose func() bool, handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	if lose == nil {
+		return handle
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		if lose() {
+			return events.SQSEventResponse{}, nil
+		}
+		return handle(ctx, ev)
+	}
 }
 
 // every runs fn every interval until ctx ends, logging its errors.

@@ -211,6 +211,9 @@ type VerificationRecord struct {
 	Verification anticipate.Verification `json:"verification"`
 	// JudgeErrors explains why HEURISTIC criteria are still pending.
 	JudgeErrors map[string]string `json:"judge_errors,omitempty"`
+	// Judging holds the HEURISTIC criteria waiting for the model judge
+	// (see GradeCriterion).
+	Judging map[string]*JudgeAttempts `json:"judging,omitempty"`
 }
 
 func mkItem(key store.Key, typ string, v any, idx map[store.IndexName]store.IndexKey) (store.Item, error) {

@@ -38,11 +38,15 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	judge Judge
-	// judgeBudget bounds the judge's part of one VERIFY (Options).
-	judgeBudget time.Duration
-	watcher     WatcherReader
-	key         ed25519.PrivateKey
-	metrics     metrics.Recorder
+	// retry bounds the attempts at each criterion; grader carries the
+	// grading jobs (Options).
+	retry  JudgeRetry
+	grader Grader
+	// modelGrading: HEURISTIC criteria wait for the model judge (Options).
+	modelGrading bool
+	watcher      WatcherReader
+	key          ed25519.PrivateKey
+	metrics      metrics.Recorder
 
 	progMu   sync.Mutex
 	programs map[string]*anticipate.Anticipation // by digest, compiled
@@ -53,10 +57,18 @@ type Options struct {
 	Now func() time.Time
 	// Judge grades HEURISTIC criteria; nil leaves them pending.
 	Judge Judge
-	// JudgeBudget bounds the judge's part of one VERIFY, all its criteria
-	// together (0: DefaultJudgeBudget); criteria not graded within it stay
-	// PENDING with the reason, and the VERIFY is stored.
-	JudgeBudget time.Duration
+	// JudgeRetry bounds the judge's attempts at each criterion (zero
+	// fields: its defaults).
+	JudgeRetry JudgeRetry
+	// Grader carries the grading jobs VERIFY creates (see GradeCriterion);
+	// with a Judge and no Grader, HEURISTIC criteria wait for one set with
+	// SetGrader, or for a RepairGrading.
+	Grader Grader
+	// ModelGrading makes VERIFY leave HEURISTIC criteria waiting for the
+	// model judge even though this service has none: another process
+	// grades them (on AWS the grader function; the stream function, which
+	// runs VERIFY, holds no judge). It is implied by Judge.
+	ModelGrading bool
 	// Watcher answers expectation_state and lapse_count.
 	Watcher WatcherReader
 	// SigningKey, when set, adds an Ed25519 server_signature to VERIFY.
@@ -72,7 +84,7 @@ func New(st store.Store, opt Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge, judgeBudget: opt.JudgeBudget,
+	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
 		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), programs: map[string]*anticipate.Anticipation{}}
 }
 

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -54,8 +53,13 @@ func (w watcherEnv) LapseCount(kind string) int {
 }
 
 // Verify grades a completed plan against every ANTICIPATE it sealed and
-// stores one VERIFY per anticipation. It is idempotent: a VERIFY that
-// exists already is left as it is, so a replayed feed record produces no
+// stores one VERIFY per anticipation. It makes no judge call: with a model
+// judge, each pending HEURISTIC criterion is left PENDING ("awaiting the
+// model judge") and handed to the Grader as its own job (GradeCriterion),
+// so the VERIFY is stored within the change's processing however the judge
+// fares. It is idempotent: a VERIFY that exists already is left as it is
+// (its waiting jobs are enqueued again, which a replayed record may need
+// when the first enqueue failed), so a replayed feed record produces no
 // second VERIFY.
 func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	ex, err := s.Execution(ctx, agentID, planID)
@@ -68,16 +72,20 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	if !ex.Completed {
 		return nil
 	}
+	var jobs []GradeJob
 	for _, antID := range ex.Bound {
 		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
 		if err != nil {
 			return wrap(err)
 		}
 		vid := anticipate.VerificationIDFor(rec.Digest, planID)
-		if _, err := s.store.Get(ctx, verificationKey(vid)); err == nil {
+		existing, err := s.readVerification(ctx, vid)
+		if err != nil {
+			return err
+		}
+		if existing != nil {
+			jobs = append(jobs, jobsOf(existing)...)
 			continue
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return wrap(err)
 		}
 		a, err := s.compiled(rec)
 		if err != nil {
@@ -90,25 +98,28 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		env := ex.Aggregate.Env(w)
 		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
 		vr := &VerificationRecord{}
-		if s.judge != nil {
-			var err error
-			if v, err = s.judgeAll(ctx, v, a, env, vr); err != nil {
-				return wrap(err)
+		if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
+			reasons := map[string]string{}
+			if !s.modelGrading {
+				vr.JudgeErrors = reasons
+			} else {
+				vr.Judging = map[string]*JudgeAttempts{}
 			}
-		} else if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
-			vr.JudgeErrors = map[string]string{}
 			for _, jr := range pending {
-				vr.JudgeErrors[jr.CriterionID] = "no model judge is configured"
+				if !s.modelGrading {
+					reasons[jr.CriterionID] = "no model judge is configured"
+					continue
+				}
+				vr.Judging[jr.CriterionID] = &JudgeAttempts{NextAt: expect.FormatTime(s.now())}
+				reasons[jr.CriterionID] = "awaiting the model judge"
 			}
+			annotatePending(&v, reasons)
 		}
-		annotatePending(&v, vr.JudgeErrors)
 		if err := s.seal(&v); err != nil {
 			return wrap(err)
 		}
 		vr.Verification = v
-		item, err := mkItem(verificationKey(vid), TypeVerification, vr, map[store.IndexName]store.IndexKey{
-			store.GSI1: {PK: byAnticipationPK(antID), SK: esc(vid)},
-		})
+		item, err := mkItem(verificationKey(vid), TypeVerification, vr, verificationIndex(vr))
 		if err != nil {
 			return wrap(err)
 		}
@@ -119,103 +130,19 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		if err == nil { // a conflict: another run created it first
 			s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
 		}
+		jobs = append(jobs, jobsOf(vr)...)
+	}
+	if len(jobs) > 0 && s.grader != nil {
+		if err := s.grader.Enqueue(ctx, jobs); err != nil {
+			return fmt.Errorf("enqueue %d grading jobs: %w", len(jobs), err)
+		}
 	}
 	return nil
 }
 
-// judgeAll asks the judge for every pending HEURISTIC criterion of v, at
-// most judgeParallel at once and within JudgeBudget in all, and applies
-// the grades it gets. A criterion the judge fails, refuses or does not
-// answer in time stays PENDING with the reason (vr.JudgeErrors), and the
-// VERIFY is stored anyway: a slow or hanging judge costs its criteria a
-// grade (which a person can submit), never the VERIFY, and never holds
-// the change feed (on AWS the stream's batch, whose timeout would discard
-// the record) longer than the budget.
-func (s *Service) judgeAll(ctx context.Context, v anticipate.Verification, a *anticipate.Anticipation, env *assertion.Env, vr *VerificationRecord) (anticipate.Verification, error) {
-	reqs := anticipate.JudgeRequests(v, a, env)
-	if len(reqs) == 0 {
-		return v, nil
-	}
-	budget := s.judgeBudget
-	if budget <= 0 {
-		budget = DefaultJudgeBudget
-	}
-	jctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	// Each call gets its share of the budget, so calls that hang cannot
-	// keep the others from their turn.
-	rounds := (len(reqs) + judgeParallel - 1) / judgeParallel
-	perCall := budget / time.Duration(rounds)
-	type answer struct {
-		resp *anticipate.JudgeResponse
-		err  error
-	}
-	answers := make([]answer, len(reqs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, judgeParallel)
-	for i, jr := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-jctx.Done():
-				answers[i].err = jctx.Err()
-				return
-			}
-			cctx, cancel := context.WithTimeout(jctx, perCall)
-			defer cancel()
-			answers[i].resp, answers[i].err = s.judge.Judge(cctx, jr)
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return v, ctx.Err()
-	}
-	for i, jr := range reqs {
-		fail := func(reason string) {
-			if vr.JudgeErrors == nil {
-				vr.JudgeErrors = map[string]string{}
-			}
-			vr.JudgeErrors[jr.CriterionID] = reason
-		}
-		resp, err := answers[i].resp, answers[i].err
-		if errors.Is(err, context.DeadlineExceeded) {
-			fail(fmt.Sprintf("the model judge did not answer within %s (its share of the %s budget); submit a grade to complete the VERIFY", perCall, budget))
-			continue
-		}
-		if err != nil {
-			fail(err.Error())
-			continue
-		}
-		gradedBy := resp.GradedBy
-		if gradedBy == "" {
-			gradedBy = "model:judge"
-		}
-		nv, err := anticipate.ApplyCriterionGrade(v, a.GradingPolicy, jr.CriterionID,
-			anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
-		if errs.Is(err, errs.Invalid) {
-			// A grade the domain refuses (e.g. a graded_by past its
-			// bound) leaves the criterion pending, like any judge
-			// failure, rather than stopping the VERIFY.
-			fail("the judge's grade was refused: " + err.Error())
-			continue
-		}
-		if err != nil {
-			return v, err
-		}
-		v = nv
-	}
-	return v, nil
-}
-
-// DefaultJudgeBudget bounds the model judge's part of one VERIFY (all its
-// HEURISTIC criteria together), well inside the stream function's timeout.
-const DefaultJudgeBudget = 60 * time.Second
-
-// judgeParallel bounds the judge calls one VERIFY makes at once.
-const judgeParallel = 4
+// SetGrader sets the grading queue (for a worker made after the
+// service); call it before the service is used.
+func (s *Service) SetGrader(g Grader) { s.grader = g }
 
 // annotatePending puts the judge's failure reason in the evidence of each
 // criterion it left pending.
@@ -326,11 +253,12 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 			return err
 		}
 		delete(vr.JudgeErrors, criterionID)
+		delete(vr.Judging, criterionID) // a person's grade ends the wait for the judge
 		if err := s.seal(&v); err != nil {
 			return err
 		}
 		vr.Verification = v
-		item, err := mkItem(verificationKey(vid), TypeVerification, vr, it.Index)
+		item, err := mkItem(verificationKey(vid), TypeVerification, vr, verificationIndex(vr))
 		if err != nil {
 			return err
 		}

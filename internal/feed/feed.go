@@ -39,6 +39,12 @@ type Reanchorer interface {
 	ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error
 }
 
+// TaskChecker withdraws a newly raised expectation whose origin task was
+// canceled meanwhile (watcher.Service.WithdrawIfTaskCanceled).
+type TaskChecker interface {
+	WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, expectationID string) error
+}
+
 // Handler handles changes of one record type.
 type Handler interface {
 	HandleChange(ctx context.Context, ch store.Change) error
@@ -53,6 +59,9 @@ type Processor struct {
 	Outbox    Outbox
 	// Watcher re-anchors dependents when an anchor is satisfied.
 	Watcher Reanchorer
+	// Tasks, when set, is asked about each newly raised expectation, so
+	// one raised while its task's cancellation was under way is withdrawn.
+	Tasks TaskChecker
 	// Current, when set, reads an expectation's current record. Instants
 	// are then scheduled from the record as it is now, not as the change
 	// says it was, so a duplicate, replayed or out-of-order change never
@@ -110,6 +119,7 @@ func decode(it *store.Item) (*expect.Record, error) {
 // TestFeedViewAgreesWithRecord compares the two decodings.
 type feedView struct {
 	AgentID     string `json:"agentId"`
+	TaskID      string `json:"taskId"`
 	Expectation struct {
 		ExpectationID string `json:"expectationId"`
 		Grace         string `json:"grace"`
@@ -131,7 +141,7 @@ func decodeView(it store.Item) (*expect.Record, error) {
 	if err := json.Unmarshal(it.Data, &v); err != nil {
 		return nil, fmt.Errorf("decode expectation %s: %w", it.Key, err)
 	}
-	r := &expect.Record{AgentID: v.AgentID, DueAt: v.DueAt, State: v.State, PastDue: v.PastDue, ObservedAt: v.ObservedAt,
+	r := &expect.Record{AgentID: v.AgentID, TaskID: v.TaskID, DueAt: v.DueAt, State: v.State, PastDue: v.PastDue, ObservedAt: v.ObservedAt,
 		HorizonChecked: v.HorizonChecked, Delivery: v.Delivery, Version: it.Version}
 	r.Expectation.ExpectationID, r.Expectation.Grace, r.Expectation.Horizon = v.Expectation.ExpectationID, v.Expectation.Grace, v.Expectation.Horizon
 	if v.SatisfiedBy != nil {
@@ -208,6 +218,11 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 			return fmt.Errorf("record %s/%s: observedAt: %w", newR.AgentID, newR.Expectation.ExpectationID, err)
 		}
 		if err := p.Watcher.ReanchorDependents(ctx, newR.AgentID, newR.Expectation.ExpectationID, observed); err != nil {
+			return err
+		}
+	}
+	if p.Tasks != nil && oldR == nil && newR != nil && newR.State == expect.StateOpen && newR.TaskID != "" {
+		if err := p.Tasks.WithdrawIfTaskCanceled(ctx, newR.AgentID, newR.TaskID, newR.Expectation.ExpectationID); err != nil {
 			return err
 		}
 	}

@@ -140,7 +140,7 @@ func (b *Bedrock) Judge(ctx context.Context, req anticipate.JudgeRequest) (*anti
 	case types.StopReasonMaxTokens:
 		return nil, fmt.Errorf("%w: the answer was cut at the token limit (stopReason max_tokens)", errNotAScore)
 	case types.StopReasonGuardrailIntervened, types.StopReasonContentFiltered:
-		return nil, fmt.Errorf("the answer was withheld (stopReason %s)", out.StopReason)
+		return nil, fmt.Errorf("%w: the answer was withheld (stopReason %s)", anticipate.ErrNotAGrade, out.StopReason)
 	default:
 		return nil, fmt.Errorf("%w: stopReason %q", errNotAScore, out.StopReason)
 	}

@@ -70,7 +70,7 @@ func (c *Client) Judge(ctx context.Context, req anticipate.JudgeRequest) (*antic
 	}
 	out, err := anticipate.ValidateJudgeResponse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("judge answer rejected: %w", err)
+		return nil, fmt.Errorf("judge answer rejected: %w: %w", anticipate.ErrNotAGrade, err)
 	}
 	if out.PromptDigest, err = Digest(req); err != nil {
 		return nil, err

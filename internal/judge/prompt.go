@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -57,7 +56,7 @@ var answerSchema = map[string]any{
 }
 
 // errNotAScore wraps every answer that is not a grade.
-var errNotAScore = errors.New("the answer is not a score")
+var errNotAScore = fmt.Errorf("%w: the answer is not a score", anticipate.ErrNotAGrade)
 
 // parseAnswer reads a model's answer strictly: one JSON object with a
 // numeric score in [0, 1] and an optional string rationale

@@ -92,6 +92,11 @@ func subjectPK(agent string, s expect.Subject) string {
 func anchorPK(agent, id string) string { return "AN#" + esc(agent) + "#" + esc(id) }
 func taskPK(agent, task string) string { return "TK#" + esc(agent) + "#" + esc(task) }
 
+// TaskStateKey is the key of an origin task's state item (see taskState).
+func TaskStateKey(agent, task string) store.Key {
+	return store.Key{PK: agentPK(agent), SK: "T#" + esc(task)}
+}
+
 func shardHash(agent, id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(agent))

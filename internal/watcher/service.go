@@ -127,7 +127,9 @@ func (s *Service) Card(ctx context.Context, agentID string) (expect.Card, error)
 // Raise raises the expectations of req for agentID, all or nothing. It
 // returns one record per requested expectation. Errors: NotFound when the
 // agent has no card; Invalid naming every failing field; Conflict when an id
-// was already raised with another body.
+// was already raised with another body, or when the origin task was
+// canceled (a retry of a raise made before changes nothing and is answered
+// as before).
 func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseRequest) ([]*expect.Record, error) {
 	card, err := s.Card(ctx, agentID)
 	if err != nil {
@@ -151,6 +153,18 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 		res, err := expect.Raise(card, req, existing, s.now(), s.cfg)
 		if err != nil {
 			return err
+		}
+		if len(res.Writes) > 0 {
+			// A raise for a canceled origin task is refused. (One that
+			// races the cancellation is withdrawn by the change feed:
+			// WithdrawIfTaskCanceled.)
+			task, err := st.readTask(req.TaskID)
+			if err != nil {
+				return err
+			}
+			if task.Canceled {
+				return errTaskCanceled(req.TaskID)
+			}
 		}
 		for _, r := range res.Writes {
 			st.set(r)
@@ -456,8 +470,24 @@ func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, re
 }
 
 // TaskCanceled withdraws every open expectation raised by the origin task
-// taskID, because the task was canceled. It returns the withdrawn records.
+// taskID, because the task was canceled, and refuses later raises for it
+// (Raise). It returns the withdrawn records.
 func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*expect.Record, error) {
+	// The task is marked canceled first, in a commit of its own, so that
+	// a raise for it either committed before the lookup below (which
+	// finds it) or reaches the change feed after the mark (which
+	// withdraws it: WithdrawIfTaskCanceled); later raises are refused.
+	err := s.update(ctx, agentID, func(st *txState) error {
+		task, err := st.readTask(taskID)
+		if err != nil || task.Canceled {
+			return err
+		}
+		task.Canceled, task.CanceledAt = true, expect.FormatTime(s.now())
+		return st.writeTask(task)
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
 	var out []*expect.Record
 	for {
 		var round []*expect.Record
@@ -469,6 +499,7 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 			if err != nil {
 				return err
 			}
+
 			for _, r := range open {
 				if st.writes() >= store.MaxCommitWrites-1 {
 					more = true // the rest in the next commit; cancellation is idempotent
@@ -489,6 +520,29 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 			return out, nil
 		}
 	}
+}
+
+// WithdrawIfTaskCanceled withdraws an open expectation whose origin task
+// was canceled: the change feed calls it for each newly raised
+// expectation, so that a raise committed while its task's cancellation was
+// under way (after the cancellation's mark, before its lookup saw it) is
+// withdrawn like the task's others. It changes nothing otherwise.
+func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, expectationID string) error {
+	err := s.update(ctx, agentID, func(st *txState) error {
+		task, err := st.readTask(taskID)
+		if err != nil || !task.Canceled {
+			return err
+		}
+		r, err := st.record(expectationID)
+		if err != nil || r == nil || r.TaskID != taskID {
+			return err
+		}
+		if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), s.now()); err == nil && changed {
+			st.set(nr)
+		}
+		return st.stage()
+	})
+	return internal(err)
 }
 
 // UpdateRecord applies fn to one record in a read-modify-write with retry.

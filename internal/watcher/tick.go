@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
@@ -21,12 +22,39 @@ func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
 		if err != nil {
 			return err
 		}
-		if nr, changed := expect.Tick(r, sub, s.now()); changed {
+		nr, changed, err := tickRecord(st, r, sub, s.now())
+		if err != nil {
+			return err
+		}
+		if changed {
 			st.set(nr)
 		}
 		return st.stage()
 	})
 	return internal(err)
+}
+
+// tickRecord evaluates an open record against the clock, on its anchor as
+// it is: when the anchor is satisfied, the record is first due from the
+// anchor's observation (expect.Reanchor, which changes nothing once the
+// change feed has re-anchored it). So a dependent whose re-anchoring the
+// feed has not made yet (delayed, or its change lost after the retries
+// AWS allows) is never lapsed on its old due time.
+func tickRecord(st *txState, r *expect.Record, sub *expect.SubjectRecord, now time.Time) (*expect.Record, bool, error) {
+	if a := r.Expectation.Anchor; a != nil {
+		anchor, err := st.record(a.ExpectationID)
+		if err != nil {
+			return nil, false, err
+		}
+		if anchor != nil && anchor.SatisfiedBy != nil {
+			if observed, err := expect.ParseTime(anchor.ObservedAt); err == nil {
+				nr, changed := expect.Reanchor(r, observed, sub, now)
+				return nr, changed, nil
+			}
+		}
+	}
+	nr, changed := expect.Tick(r, sub, now)
+	return nr, changed, nil
 }
 
 // TickMany evaluates the records of several instants that have come,
@@ -75,7 +103,10 @@ func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.I
 					if err != nil {
 						return err
 					}
-					nr, changed := expect.Tick(r, sub, now)
+					nr, changed, err := tickRecord(st, r, sub, now)
+					if err != nil {
+						return err
+					}
 					if changed {
 						st.set(nr)
 					}

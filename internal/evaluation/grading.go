@@ -1,0 +1,433 @@
+package evaluation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Model grading is not part of VERIFY. VERIFY (run from the change feed,
+// on AWS inside the stream's batch) stores the VERIFY at once with its
+// HEURISTIC criteria PENDING and a JudgeAttempts per criterion on the
+// record; each criterion is then graded as its own unit of work
+// (GradeCriterion), carried by a queue that has its own retries (on AWS an
+// SQS queue and the grader function; embedded, GradingWorker). A judge
+// that is slow, hangs or fails therefore never holds the feed, and a
+// criterion it fails is tried again later, not lost: its state is on the
+// record, and the record is in a sparse index (ListGrading) while any
+// criterion waits, so a job whose message was lost is found again.
+
+// JudgeAttempts is the grading state of one HEURISTIC criterion waiting
+// for the model judge.
+type JudgeAttempts struct {
+	// Attempts counts the judge calls that failed.
+	Attempts int `json:"attempts"`
+	// NextAt is when the next attempt is due (RFC 3339).
+	NextAt string `json:"next_at"`
+	// LastError says why the last attempt failed.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// GradeJob names one criterion of one VERIFY to grade, and when.
+type GradeJob struct {
+	VerificationID string    `json:"verificationId"`
+	CriterionID    string    `json:"criterionId"`
+	At             time.Time `json:"at"`
+}
+
+// Grader is the port of the grading queue: Enqueue arranges for
+// GradeCriterion to run for the job at or after job.At. Enqueuing a job
+// twice is allowed (the second run finds the criterion graded and does
+// nothing); an error means the job was not taken.
+type Grader interface {
+	Enqueue(ctx context.Context, jobs []GradeJob) error
+}
+
+// JudgeRetry bounds the attempts at one criterion.
+type JudgeRetry struct {
+	// Attempts is the most judge calls one criterion gets (default 8).
+	Attempts int
+	// Base is the wait after the first failure, doubled after each
+	// further one (default 30 s), up to Max (default 15 min). The
+	// defaults span about 45 minutes, so a judge that is down for half an
+	// hour still grades.
+	Base, Max time.Duration
+	// CallTimeout bounds one judge call (default 60 s; the judge clients
+	// time out at 30 s themselves).
+	CallTimeout time.Duration
+}
+
+func (r JudgeRetry) withDefaults() JudgeRetry {
+	if r.Attempts <= 0 {
+		r.Attempts = 8
+	}
+	if r.Base <= 0 {
+		r.Base = 30 * time.Second
+	}
+	if r.Max <= 0 {
+		r.Max = 15 * time.Minute
+	}
+	if r.CallTimeout <= 0 {
+		r.CallTimeout = time.Minute
+	}
+	return r
+}
+
+// wait returns how long to wait after the n-th failure (n >= 1).
+func (r JudgeRetry) wait(n int) time.Duration {
+	d := r.Base
+	for i := 1; i < n && d < r.Max; i++ {
+		d *= 2
+	}
+	return min(d, r.Max)
+}
+
+// afterFailure decides what a failed judge call does to a criterion's
+// grading state: another attempt later (next), or none (a reason to leave
+// the criterion pending with). An answer that cannot be a grade is not
+// retried; anything else is, until the attempts run out.
+func afterFailure(st JudgeAttempts, err error, now time.Time, r JudgeRetry) (next *JudgeAttempts, reason string) {
+	msg := clipReason(err.Error())
+	if errors.Is(err, anticipate.ErrNotAGrade) {
+		return nil, msg
+	}
+	st.Attempts++
+	if st.Attempts >= r.Attempts {
+		return nil, fmt.Sprintf("the model judge failed %d attempts; the last: %s", st.Attempts, msg)
+	}
+	st.LastError = msg
+	st.NextAt = expect.FormatTime(now.Add(r.wait(st.Attempts)))
+	return &st, ""
+}
+
+func clipReason(s string) string {
+	const max = 512
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
+}
+
+// gradingShards spreads the waiting VERIFYs over this many index
+// partitions (a DynamoDB partition takes about 1,000 writes a second).
+const gradingShards = 8
+
+func gradingPK(shard int) string { return fmt.Sprintf("GRADING#%d", shard) }
+
+func gradingShard(vid string) int {
+	h := fnv.New32a()
+	h.Write([]byte(vid))
+	return int(h.Sum32() % gradingShards)
+}
+
+// verificationIndex is the index keys of a VERIFY record: by anticipation
+// always, and in the grading index while a criterion waits for the judge
+// (sorted by its earliest next attempt).
+func verificationIndex(vr *VerificationRecord) map[store.IndexName]store.IndexKey {
+	v := vr.Verification
+	idx := map[store.IndexName]store.IndexKey{store.GSI1: {PK: byAnticipationPK(v.AnticipationID), SK: esc(v.VerificationID)}}
+	if next, ok := earliest(vr.Judging); ok {
+		idx[store.GSI5] = store.IndexKey{PK: gradingPK(gradingShard(v.VerificationID)), SK: sortTime(next) + "#" + esc(v.VerificationID)}
+	}
+	return idx
+}
+
+// sortTime renders t so that the strings sort as the times do.
+func sortTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
+
+func earliest(j map[string]*JudgeAttempts) (time.Time, bool) {
+	var out time.Time
+	found := false
+	for _, a := range j {
+		at, _ := expect.ParseTime(a.NextAt)
+		if !found || at.Before(out) {
+			out, found = at, true
+		}
+	}
+	return out, found
+}
+
+// jobsOf returns the grading jobs of a record.
+func jobsOf(vr *VerificationRecord) []GradeJob {
+	var out []GradeJob
+	for _, c := range vr.Verification.Results {
+		a, ok := vr.Judging[c.CriterionID]
+		if !ok {
+			continue
+		}
+		at, _ := expect.ParseTime(a.NextAt)
+		out = append(out, GradeJob{VerificationID: vr.Verification.VerificationID, CriterionID: c.CriterionID, At: at})
+	}
+	return out
+}
+
+// GradeCriterion makes one attempt at grading a criterion with the model
+// judge and records the outcome on the VERIFY: a grade (a new VERIFY
+// version, signed, as a submitted grade makes), a later attempt (its time
+// is returned as retryAt, for the caller to enqueue), or, once the
+// judge's answer cannot be a grade or the attempts have run out, the
+// criterion left PENDING with the reason. A job for a criterion no longer
+// waiting (graded since, by a person or an earlier run of the same job)
+// or for an unknown VERIFY does nothing. A job that comes before its time
+// does nothing either and returns that time. Errors are the store's (the
+// job must be retried); a judge's failure is state, not an error.
+func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt time.Time, err error) {
+	vr, err := s.readVerification(ctx, job.VerificationID)
+	if err != nil || vr == nil {
+		return time.Time{}, err
+	}
+	st, ok := vr.Judging[job.CriterionID]
+	if !ok {
+		return time.Time{}, nil
+	}
+	if at, _ := expect.ParseTime(st.NextAt); at.After(s.now()) {
+		return at, nil
+	}
+	v := vr.Verification
+	rec, err := s.readAnticipation(ctx, v.AgentID, v.AnticipationID)
+	if err != nil {
+		return time.Time{}, wrap(err)
+	}
+	a, err := s.compiled(rec)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ex, err := s.Execution(ctx, v.AgentID, v.PlanID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var req *anticipate.JudgeRequest
+	for _, jr := range anticipate.JudgeRequests(v, a, ex.Aggregate.Env(nil)) {
+		if jr.CriterionID == job.CriterionID {
+			req = &jr
+		}
+	}
+	var resp *anticipate.JudgeResponse
+	var judgeErr error
+	switch {
+	case req == nil:
+		// No longer pending (the verdict is final, or a grade arrived):
+		// only the waiting state is left to clear.
+	case s.judge == nil:
+		judgeErr = fmt.Errorf("%w: no model judge is configured", anticipate.ErrNotAGrade)
+	default:
+		cctx, cancel := context.WithTimeout(ctx, s.retry.CallTimeout)
+		resp, judgeErr = s.judge.Judge(cctx, *req)
+		cancel()
+		if ctx.Err() != nil {
+			return time.Time{}, ctx.Err() // our deadline, not the judge's failure
+		}
+	}
+	graded := false
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		graded, retryAt = false, time.Time{}
+		it, ok, err := tx.Get(ctx, verificationKey(job.VerificationID))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[VerificationRecord](it)
+		if err != nil {
+			return err
+		}
+		st, ok := cur.Judging[job.CriterionID]
+		if !ok {
+			return nil
+		}
+		delete(cur.Judging, job.CriterionID)
+		reason := ""
+		switch {
+		case req == nil:
+		case judgeErr != nil:
+			next, why := afterFailure(*st, judgeErr, s.now(), s.retry)
+			if next != nil {
+				cur.Judging[job.CriterionID] = next
+				retryAt, _ = expect.ParseTime(next.NextAt)
+			} else {
+				reason = why
+			}
+		default:
+			gradedBy := resp.GradedBy
+			if gradedBy == "" {
+				gradedBy = "model:judge"
+			}
+			nv, err := anticipate.ApplyCriterionGrade(cur.Verification, a.GradingPolicy, job.CriterionID,
+				anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
+			switch {
+			case errs.Is(err, errs.Invalid):
+				// A grade the domain refuses (a graded_by past its bound)
+				// is an answer that cannot be a grade.
+				reason = "the judge's grade was refused: " + err.Error()
+			case errs.Is(err, errs.Conflict):
+				// Graded meanwhile (a person's grade, or a final verdict).
+			case err != nil:
+				return err
+			default:
+				cur.Verification = nv
+				graded = true
+			}
+		}
+		if reason != "" {
+			if cur.JudgeErrors == nil {
+				cur.JudgeErrors = map[string]string{}
+			}
+			cur.JudgeErrors[job.CriterionID] = reason
+			annotatePending(&cur.Verification, map[string]string{job.CriterionID: reason})
+		}
+		if graded || reason != "" {
+			// The VERIFY as returned changed: a new version, sealed.
+			cur.Verification.Timestamp = expect.FormatTime(s.now())
+			if err := s.seal(&cur.Verification); err != nil {
+				return err
+			}
+		}
+		item, err := mkItem(verificationKey(job.VerificationID), TypeVerification, cur, verificationIndex(cur))
+		if err != nil {
+			return err
+		}
+		tx.Put(item)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, wrap(err)
+	}
+	return retryAt, nil
+}
+
+// readVerification reads a VERIFY record, or nil when there is none.
+func (s *Service) readVerification(ctx context.Context, vid string) (*VerificationRecord, error) {
+	it, err := s.store.Get(ctx, verificationKey(vid))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return decode[VerificationRecord](it)
+}
+
+// ListGrading returns the grading jobs due at or before upTo, at most
+// limit (across the index's shards, earliest first within each). The
+// index is a global one, so a job may show late, never wrongly: the job
+// itself re-reads the record. It is how a grading worker finds its work
+// and how a sweep finds jobs whose message was lost.
+func (s *Service) ListGrading(ctx context.Context, upTo time.Time, limit int) ([]GradeJob, error) {
+	var out []GradeJob
+	bound := sortTime(upTo) + "#\uffff"
+	for shard := 0; shard < gradingShards && len(out) < limit; shard++ {
+		q := store.Query{Index: store.GSI5, PK: gradingPK(shard), SKUpTo: bound, Limit: min(limit-len(out), store.MaxLimit)}
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		for _, it := range p.Items {
+			vr, err := decode[VerificationRecord](it)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			for _, j := range jobsOf(vr) {
+				if !j.At.After(upTo) {
+					out = append(out, j)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// NextGrading returns the earliest time any criterion waits for (zero
+// when none does).
+func (s *Service) NextGrading(ctx context.Context) (time.Time, error) {
+	var next time.Time
+	for shard := 0; shard < gradingShards; shard++ {
+		p, err := s.store.Query(ctx, store.Query{Index: store.GSI5, PK: gradingPK(shard), Limit: 1})
+		if err != nil {
+			return time.Time{}, wrap(err)
+		}
+		for _, it := range p.Items {
+			sk := it.Index[store.GSI5].SK
+			at, err := time.Parse(time.RFC3339Nano, sk[:max(0, strings.IndexByte(sk, '#'))])
+			if err == nil && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+	}
+	return next, nil
+}
+
+// RepairGrading re-enqueues the jobs that have waited past their time by
+// more than late: their message was lost, dead-lettered, or is stuck
+// behind a backlog. Each one's next attempt is moved to now first, so a
+// job re-enqueued is not re-enqueued again before it is late again. It
+// returns how many it re-enqueued.
+func (s *Service) RepairGrading(ctx context.Context, g Grader, late time.Duration, limit int) (int, error) {
+	jobs, err := s.ListGrading(ctx, s.now().Add(-late), limit)
+	if err != nil || len(jobs) == 0 {
+		return 0, err
+	}
+	now := s.now()
+	var moved []GradeJob
+	for _, j := range jobs {
+		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+			it, ok, err := tx.Get(ctx, verificationKey(j.VerificationID))
+			if err != nil || !ok {
+				return err
+			}
+			cur, err := decode[VerificationRecord](it)
+			if err != nil {
+				return err
+			}
+			st, ok := cur.Judging[j.CriterionID]
+			if !ok || st.NextAt != expect.FormatTime(j.At) {
+				return errSkip
+			}
+			st.NextAt = expect.FormatTime(now)
+			item, err := mkItem(verificationKey(j.VerificationID), TypeVerification, cur, verificationIndex(cur))
+			if err != nil {
+				return err
+			}
+			tx.Put(item)
+			return nil
+		})
+		if errors.Is(err, errSkip) {
+			continue
+		}
+		if err != nil {
+			return len(moved), wrap(err)
+		}
+		moved = append(moved, GradeJob{VerificationID: j.VerificationID, CriterionID: j.CriterionID, At: now})
+	}
+	if len(moved) == 0 {
+		return 0, nil
+	}
+	return len(moved), g.Enqueue(ctx, moved)
+}
+
+var errSkip = errors.New("skip")
+
+// MarshalGradeJob and UnmarshalGradeJob are a job's queue message.
+func MarshalGradeJob(j GradeJob) (string, error) {
+	b, err := json.Marshal(j)
+	return string(b), err
+}
+
+// UnmarshalGradeJob decodes a queue message; an error names what is
+// wrong (such a message can never succeed).
+func UnmarshalGradeJob(body string) (GradeJob, error) {
+	var j GradeJob
+	if err := json.Unmarshal([]byte(body), &j); err != nil {
+		return j, fmt.Errorf("grading job: %w", err)
+	}
+	if j.VerificationID == "" || j.CriterionID == "" {
+		return j, errors.New("grading job without verificationId or criterionId")
+	}
+	return j, nil
+}

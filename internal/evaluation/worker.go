@@ -1,0 +1,91 @@
+package evaluation
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// GradingWorker is the embedded runtime's grading queue: it finds the due
+// jobs in the grading index (so a restart loses none) and runs them, a few
+// at a time. Enqueue only wakes it.
+type GradingWorker struct {
+	svc *Service
+	log *slog.Logger
+	// Parallel bounds the judge calls at once (default 4).
+	Parallel int
+	// Idle is the longest it sleeps without looking (default 30 s).
+	Idle time.Duration
+	wake chan struct{}
+}
+
+// NewGradingWorker returns the worker of svc and makes it svc's Grader.
+func NewGradingWorker(svc *Service, log *slog.Logger) *GradingWorker {
+	w := &GradingWorker{svc: svc, log: log, Parallel: 4, Idle: 30 * time.Second, wake: make(chan struct{}, 1)}
+	svc.SetGrader(w)
+	return w
+}
+
+// Enqueue wakes the worker; the jobs are already in the grading index.
+func (w *GradingWorker) Enqueue(_ context.Context, _ []GradeJob) error {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run grades until ctx ends.
+func (w *GradingWorker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := w.runDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("grading", "err", err)
+		}
+		if n > 0 && err == nil {
+			continue // more may be due
+		}
+		wait := w.Idle
+		if err == nil {
+			if next, err := w.svc.NextGrading(ctx); err == nil && !next.IsZero() {
+				wait = min(wait, max(next.Sub(w.svc.now()), 10*time.Millisecond))
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-w.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// runDue runs one page of due jobs and returns how many it ran.
+func (w *GradingWorker) runDue(ctx context.Context) (int, error) {
+	jobs, err := w.svc.ListGrading(ctx, w.svc.now(), 64)
+	if err != nil || len(jobs) == 0 {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, max(1, w.Parallel))
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := w.svc.GradeCriterion(ctx, j); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return len(jobs), first
+}
