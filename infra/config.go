@@ -93,6 +93,11 @@ func (c Config) Check() error {
 		return fmt.Errorf("context alarmEmail: stage %s needs someone to hear its alarms: pass -c alarmEmail=oncall@example.com "+
 			"(the address must confirm the subscription e-mail AWS sends); only dev may deploy without", c.Stage)
 	}
+	if c.GraderConcurrency < 2 {
+		// The grading queue's mapping takes at least 2, and must not
+		// exceed the grader's reservation.
+		return fmt.Errorf("grader concurrency %d: at least 2 (the least an SQS mapping's maximum concurrency takes)", c.GraderConcurrency)
+	}
 	return nil
 }
 

@@ -424,9 +424,7 @@ func (sb *stackBuilder) grader() {
 		BatchSize:               n(GradingBatchSize),
 		ReportBatchItemFailures: b(true),
 	}
-	if cfg.GraderConcurrency > 0 {
-		mapping.MaxConcurrency = n(float64(max(2, cfg.GraderConcurrency)))
-	}
+	mapping.MaxConcurrency = n(float64(cfg.GraderConcurrency)) // at least 2: Config.Check
 	st.Grader.AddEventSourceMapping(s("SqsEventSource:"+*awscdk.Names_NodeUniqueId(st.GradingQueue.Node())), mapping)
 	st.Grader.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid: s("GradingQueueConsume"), Actions: strs("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),

@@ -56,6 +56,7 @@ var (
 	ops          = flag.String("ops", "raise,fact,event", "operations of the throughput table, comma-separated: raise, fact, event (without raise, facts satisfy a pool raised before their phase)")
 	bulkPace     = flag.Int("bulk-pace", 0, "raise the fact-cost and lapse phases' bulk expectations at most this many ahead of the change feed, waiting for it to drain (0: as fast as the server takes them)")
 	factProfile  = flag.String("factcost-cpuprofile", "", "write a CPU profile of each fact-cost measurement's facts here (suffixed with .s and .L)")
+	lapseLast    = flag.Bool("lapse-last", false, "run the lapse-latency phase after the fact-cost phase, among the expectations it left open (with -open 10000000: lapse latency with ten million open)")
 	runs         = flag.Int("runs", 1, "run the throughput table this many times (fresh servers and store each time) and print the median and range of each figure")
 	serverCPU    = flag.String("server-cpuprofile", "", "write a CPU profile of the clockwork server child of the throughput table here")
 )
@@ -167,23 +168,29 @@ func main() {
 		}
 		fmt.Printf("\n%d pending timers raised in %.1fs, all scheduled after %.1fs; instants held in memory: %d\n", *pending, raised.Seconds(), time.Since(t0).Seconds(), a.Timers.Len())
 	}
-	if wantPhase("lapse") {
-		lapseLatency(ctx, r, a, &lateMu, &late)
+	if wantPhase("lapse") && !*lapseLast {
+		lapseLatency(ctx, r, a, &lateMu, &late, *pending)
 	}
 	// Fact cost as open expectations grow.
+	open := *pending
 	if wantPhase("factcost") && *openSmall > 0 {
 		fmt.Println()
 		small := r.factCost("s", *openSmall, farDue)
+		open += *openSmall
 		if *openLarge > 0 {
 			large := r.factCost("L", *openLarge, farDue)
+			open += *openLarge
 			fmt.Printf("  fact cost ratio %d -> %d open: %.2fx (p50), %.2fx (mean)\n", *openSmall, *openLarge, float64(large.p50)/float64(small.p50), float64(large.mean)/float64(small.mean))
 		}
+	}
+	if wantPhase("lapse") && *lapseLast {
+		lapseLatency(ctx, r, a, &lateMu, &late, open)
 	}
 }
 
 // lapseLatency raises -lapses expectations due over 3 s and prints how late
 // their timers fired and their lapses were committed.
-func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex, latep *[]time.Duration) {
+func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex, latep *[]time.Duration, open int) {
 	lateMu.Lock()
 	*latep = (*latep)[:0]
 	lateMu.Unlock()
@@ -226,7 +233,7 @@ func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex
 	lateMu.Lock()
 	fired := slices.Clone(*latep)
 	lateMu.Unlock()
-	fmt.Printf("\nlapse latency, %d lapses due over %s with %d other timers pending:\n", len(committed), spread, *pending)
+	fmt.Printf("\nlapse latency, %d lapses due over %s with %d other expectations open:\n", len(committed), spread, open)
 	fmt.Printf("  timer fired after its instant:      p50 %s  p99 %s  max %s\n", pct(fired, 50), pct(fired, 99), pct(fired, 100))
 	fmt.Printf("  lapse committed (lapsedAt - dueAt): p50 %s  p99 %s  max %s\n", pct(committed, 50), pct(committed, 99), pct(committed, 100))
 
