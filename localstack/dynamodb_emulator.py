@@ -563,6 +563,11 @@ class Faults:
         succeeded"; the SDKs retry it, and the retry meets the state the
         lost attempt left. Counted down, not a fraction, so a test knows
         which write lost its answer; other tables are unaffected.
+      * schedulerThrottle: the fraction of EventBridge Scheduler writes
+        (CreateSchedule, UpdateSchedule, DeleteSchedule) refused with HTTP 429
+        ThrottlingException, as Scheduler answers past its request quota; 1
+        is a sustained throttle (minutes of it, as the tests stage). The
+        SDKs retry it; the caller must survive their giving up.
       * seed: seeds the random choices (0 = from the clock).
 
     Counters of the faults injected are in the answer of POST
@@ -580,12 +585,13 @@ class Faults:
         self.throttle = 0.0
         self.conflict = 0.0
         self.tx_throttle = 0.0
+        self.sched_throttle = 0.0
         self.rng = random.Random()
         self.written = {}  # (table, key) -> monotonic time of the last write
         self.keys = {}  # table -> (hash attribute, range attribute or None)
         self.lose = 0
         self.lose_table = ""
-        self.counts = {"throttled": 0, "conflicts": 0, "transactionsThrottled": 0, "hiddenFromIndex": 0, "lostAnswers": 0}
+        self.counts = {"throttled": 0, "conflicts": 0, "transactionsThrottled": 0, "hiddenFromIndex": 0, "lostAnswers": 0, "schedulerThrottled": 0}
         self.pruned = time.monotonic()
 
     def configure(self, settings):
@@ -598,6 +604,8 @@ class Faults:
                 self.conflict = min(1.0, max(0.0, float(settings["transactionConflict"])))
             if "transactionThrottle" in settings:
                 self.tx_throttle = min(1.0, max(0.0, float(settings["transactionThrottle"])))
+            if "schedulerThrottle" in settings:
+                self.sched_throttle = min(1.0, max(0.0, float(settings["schedulerThrottle"])))
             if "loseAnswers" in settings:
                 self.lose = max(0, int(settings["loseAnswers"]))
             if "loseAnswersTable" in settings:
@@ -612,6 +620,7 @@ class Faults:
             "throttle": self.throttle,
             "transactionConflict": self.conflict,
             "transactionThrottle": self.tx_throttle,
+            "schedulerThrottle": self.sched_throttle,
             "loseAnswers": self.lose,
             "loseAnswersTable": self.lose_table,
             "counts": dict(self.counts),
@@ -654,6 +663,20 @@ class Faults:
                                                  "Message": "The level of configured provisioned throughput for the table was exceeded."})
                 return self.cancelled(body, {"Code": "ThrottlingError", "Message": "Throughput exceeds the current capacity for one or more global secondary indexes."})
             return None
+
+    def scheduler_refused(self, environ):
+        """Whether to refuse this Scheduler write with a throttle."""
+        if not environ.get("PATH_INFO", "").startswith("/schedules/"):
+            return False
+        if environ.get("REQUEST_METHOD") not in ("POST", "PUT", "DELETE"):
+            return False
+        if "/scheduler/aws4_request" not in environ.get("HTTP_AUTHORIZATION", ""):
+            return False
+        with self.lock:
+            if self.chance(self.sched_throttle):
+                self.counts["schedulerThrottled"] += 1
+                return True
+        return False
 
     def cancelled(self, body, reason):
         """A TransactionCanceledException with reason for one action (chosen
@@ -989,6 +1012,15 @@ def faulty(app, faults, lock, capacity=None):
             except Exception as err:  # a bad setting
                 status, out = "400 Bad Request", json.dumps({"message": str(err)}).encode()
             start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(out)))])
+            return [out]
+        if faults.scheduler_refused(environ):
+            out = json.dumps({"Message": "Rate exceeded"}).encode()
+            start_response("429 Too Many Requests", [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(out))),
+                ("x-amzn-ErrorType", "ThrottlingException"),
+                ("x-amzn-RequestId", str(uuid.uuid4())),
+            ])
             return [out]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         service, _, op = target.partition(".")

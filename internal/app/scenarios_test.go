@@ -35,6 +35,7 @@ var scenarios = []struct {
 	{"SkippedLapse", scenarioSkippedLapse},
 	{"StalledLapse", scenarioStalledLapse},
 	{"AnchorsReanchorChains", scenarioAnchorsReanchorChains},
+	{"AnchorsMetWhileTheClockFails", scenarioAnchorsMetWhileTheClockFails},
 	{"SupersedeAndLineage", scenarioSupersedeAndLineage},
 	{"WithdrawAndTaskCancel", scenarioWithdrawAndTaskCancel},
 	{"A2AEndpoint", scenarioA2AEndpoint},

@@ -452,8 +452,8 @@ func (c *campaign) report(res *Result) {
 	fmt.Fprintf(out, "lost:                                %d\n", res.Lost)
 	fmt.Fprintf(out, "duplicated messageIds:               %d\n", res.Duplicated)
 	if f := res.Faults; f != nil {
-		fmt.Fprintf(out, "faults injected by the emulator:     %d throttled calls, %d transaction conflicts, %d items hidden from lagging GSI queries\n",
-			f.Throttled, f.Conflicts, f.HiddenFromIndex)
+		fmt.Fprintf(out, "faults injected by the emulator:     %d throttled calls, %d transaction conflicts, %d transactions cancelled for throttling, %d Scheduler writes throttled, %d items hidden from lagging GSI queries\n",
+			f.Throttled, f.Conflicts, f.TxThrottled, f.SchedulerThrottled, f.HiddenFromIndex)
 	}
 	fmt.Fprintf(out, "sustained load:                      %.0f ops/s under load (%.1fs), %.0f ops/s over the campaign's wall time (%.1fs, restarts included)\n",
 		res.OpsPerSec, res.LoadTime.Seconds(), res.WallOpsPerSec, res.WallTime.Seconds())

@@ -273,6 +273,14 @@ func runAll(seed int64, settle time.Duration) int {
 	return code
 }
 
+// campaignFaults are the emulator's faults in the AWS form: the tests'
+// (dynamotest.DefaultFaults) and a fifth of Scheduler's writes throttled.
+var campaignFaults = func() dynamotest.Faults {
+	f := dynamotest.DefaultFaults
+	f.SchedulerThrottle = 0.2
+	return f
+}()
+
 // formDefaults are the settings a zero Config field takes in each form of
 // the campaign, by {AWS, Short}. moto answers only about 20 operations per
 // second, and is slower as its table grows, so the AWS forms are bounded by
@@ -345,7 +353,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		uniq := fmt.Sprintf("%x-%x", uint32(cfg.Seed), uint32(time.Now().UnixNano()))
 		be = backend{endpoint: ep, table: "campaign-" + uniq, group: "campaign-" + uniq, data: data, faults: !cfg.NoFaults}
 		if !cfg.NoFaults {
-			before, err := dynamotest.PostFaults(ep, dynamotest.DefaultFaults)
+			before, err := dynamotest.PostFaults(ep, campaignFaults)
 			if err != nil {
 				return nil, err
 			}
@@ -355,11 +363,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 					return nil
 				}
 				return &dynamotest.FaultCounts{Throttled: after.Throttled - before.Throttled,
-					Conflicts: after.Conflicts - before.Conflicts, HiddenFromIndex: after.HiddenFromIndex - before.HiddenFromIndex}
+					Conflicts: after.Conflicts - before.Conflicts, HiddenFromIndex: after.HiddenFromIndex - before.HiddenFromIndex,
+					TxThrottled: after.TxThrottled - before.TxThrottled, SchedulerThrottled: after.SchedulerThrottled - before.SchedulerThrottled}
 			}
 			defer func() { _ = faultsOff() }() // on every path; counted below on success
-			fmt.Fprintf(out, "faults on: GSIs %s behind, %.0f%% of calls throttled, %.0f%% of transactions conflicting; stream records out of order, duplicated and cut off\n",
-				dynamotest.DefaultFaults.GSILag, 100*dynamotest.DefaultFaults.Throttle, 100*dynamotest.DefaultFaults.TransactionConflict)
+			fmt.Fprintf(out, "faults on: GSIs %s behind, %.0f%% of calls throttled, %.0f%% of transactions conflicting, %.0f%% cancelled for throttling, %.0f%% of Scheduler writes throttled; stream records out of order, duplicated and cut off\n",
+				campaignFaults.GSILag, 100*campaignFaults.Throttle, 100*campaignFaults.TransactionConflict, 100*campaignFaults.TransactionThrottle, 100*campaignFaults.SchedulerThrottle)
 		}
 		data = be.String()
 	}

@@ -336,6 +336,10 @@ type Faults struct {
 	// retries: a lost answer to a write DynamoDB did apply.
 	LoseAnswers      int
 	LoseAnswersTable string
+	// SchedulerThrottle is the fraction of EventBridge Scheduler writes
+	// (create, update, delete a schedule) refused with HTTP 429
+	// ThrottlingException; 1 is a sustained throttle.
+	SchedulerThrottle float64
 	// Seed seeds the emulator's random choices; zero leaves them as they are.
 	Seed int64
 }
@@ -347,6 +351,8 @@ type FaultCounts struct {
 	TxThrottled     int `json:"transactionsThrottled"`
 	HiddenFromIndex int `json:"hiddenFromIndex"`
 	LostAnswers     int `json:"lostAnswers"`
+	// SchedulerThrottled counts the Scheduler writes refused.
+	SchedulerThrottled int `json:"schedulerThrottled"`
 }
 
 // DefaultFaults are the faults the AWS-mode tests run with: GSIs 2 s
@@ -370,8 +376,8 @@ func SetFaults(t testing.TB, endpoint string, f Faults) FaultCounts {
 // It returns an error naming what failed.
 func PostFaults(endpoint string, f Faults) (FaultCounts, error) {
 	table, _ := json.Marshal(f.LoseAnswersTable)
-	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"transactionThrottle":%g,"loseAnswers":%d,"loseAnswersTable":%s,"seed":%d}`,
-		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.TransactionThrottle, f.LoseAnswers, table, f.Seed)
+	body := fmt.Sprintf(`{"gsiLagSeconds":%g,"throttle":%g,"transactionConflict":%g,"transactionThrottle":%g,"schedulerThrottle":%g,"loseAnswers":%d,"loseAnswersTable":%s,"seed":%d}`,
+		f.GSILag.Seconds(), f.Throttle, f.TransactionConflict, f.TransactionThrottle, f.SchedulerThrottle, f.LoseAnswers, table, f.Seed)
 	res, err := http.Post(endpoint+"/_clockwork/faults", "application/json", strings.NewReader(body))
 	if err != nil {
 		return FaultCounts{}, fmt.Errorf("dynamotest: set faults: %w", err)
