@@ -227,9 +227,59 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 			return time.Time{}, ctx.Err() // our deadline, not the judge's failure
 		}
 	}
-	graded := false
-	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
-		graded, retryAt = false, time.Time{}
+	// The outcome is recorded against the state read before the call: a
+	// duplicate delivery of the same attempt that recorded first wins, and
+	// this one changes nothing (no second count of one failure).
+	seen := *st
+	var out gradeOutcome
+	switch {
+	case req == nil:
+	case judgeErr != nil:
+		out.next, out.reason = afterFailure(seen, judgeErr, s.now(), s.retry)
+	default:
+		out.resp = resp
+	}
+	// A VERIFY at the store's item limit cannot take the grade (its
+	// rationale): the criterion is then left pending with a short reason,
+	// and if even that does not fit, it only stops waiting. Either way the
+	// job ends; a record that can never be written must not keep a job
+	// (and its judge calls) coming back.
+	for _, mode := range []outcomeMode{recordOutcome, reasonOnly, dropOnly} {
+		retryAt, err = s.recordOutcome(ctx, job, seen, a.GradingPolicy, out, mode)
+		if !errors.Is(err, store.ErrTooLarge) {
+			break
+		}
+	}
+	if err != nil {
+		return time.Time{}, wrap(err)
+	}
+	return retryAt, nil
+}
+
+// gradeOutcome is what one judge call came to: a grade (resp), another
+// attempt later (next), the criterion left pending (reason), or, all
+// empty, nothing to grade any more.
+type gradeOutcome struct {
+	resp   *anticipate.JudgeResponse
+	next   *JudgeAttempts
+	reason string
+}
+
+type outcomeMode int
+
+const (
+	recordOutcome outcomeMode = iota // as it came
+	reasonOnly                       // a grade too large for the record: pending, with a short reason
+	dropOnly                         // not even that fits: the criterion stops waiting
+)
+
+// recordOutcome writes the outcome of one attempt at a criterion onto its
+// VERIFY, when the criterion still waits in the state seen before the
+// attempt; it returns when the next attempt is due (zero: none).
+func (s *Service) recordOutcome(ctx context.Context, job GradeJob, seen JudgeAttempts, policy anticipate.GradingPolicy, out gradeOutcome, mode outcomeMode) (time.Time, error) {
+	var retryAt time.Time
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		retryAt = time.Time{}
 		it, ok, err := tx.Get(ctx, verificationKey(job.VerificationID))
 		if err != nil || !ok {
 			return err
@@ -239,40 +289,42 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 			return err
 		}
 		st, ok := cur.Judging[job.CriterionID]
-		if !ok {
-			return nil
+		if !ok || *st != seen {
+			return nil // graded, given up or retried by another delivery meanwhile
 		}
 		delete(cur.Judging, job.CriterionID)
-		reason := ""
+		changed, reason := false, out.reason
 		switch {
-		case req == nil:
-		case judgeErr != nil:
-			next, why := afterFailure(*st, judgeErr, s.now(), s.retry)
-			if next != nil {
-				cur.Judging[job.CriterionID] = next
-				retryAt, _ = expect.ParseTime(next.NextAt)
-			} else {
-				reason = why
-			}
-		default:
-			gradedBy := resp.GradedBy
+		case cur.Verification.Verdict.Final():
+			// Final meanwhile (a failed anti criterion, a person's
+			// grades): the signed VERIFY stays as it is.
+			reason = ""
+		case mode == dropOnly:
+			reason = ""
+		case mode == reasonOnly:
+			reason = "the judge's grade does not fit in the VERIFY (its record is at the store's size limit)"
+		case out.next != nil:
+			cur.Judging[job.CriterionID] = out.next
+			retryAt, _ = expect.ParseTime(out.next.NextAt)
+		case out.resp != nil:
+			gradedBy := out.resp.GradedBy
 			if gradedBy == "" {
 				gradedBy = "model:judge"
 			}
-			nv, err := anticipate.ApplyCriterionGrade(cur.Verification, a.GradingPolicy, job.CriterionID,
-				anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}, s.now())
+			nv, err := anticipate.ApplyCriterionGrade(cur.Verification, policy, job.CriterionID,
+				anticipate.CriterionGrade{Score: out.resp.Score, Rationale: out.resp.Rationale, GradedBy: gradedBy, PromptDigest: out.resp.PromptDigest}, s.now())
 			switch {
 			case errs.Is(err, errs.Invalid):
 				// A grade the domain refuses (a graded_by past its bound)
 				// is an answer that cannot be a grade.
 				reason = "the judge's grade was refused: " + err.Error()
 			case errs.Is(err, errs.Conflict):
-				// Graded meanwhile (a person's grade, or a final verdict).
+				// Graded meanwhile (a person's grade).
 			case err != nil:
 				return err
 			default:
 				cur.Verification = nv
-				graded = true
+				changed = true
 			}
 		}
 		if reason != "" {
@@ -281,8 +333,9 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 			}
 			cur.JudgeErrors[job.CriterionID] = reason
 			annotatePending(&cur.Verification, map[string]string{job.CriterionID: reason})
+			changed = true
 		}
-		if graded || reason != "" {
+		if changed {
 			// The VERIFY as returned changed: a new version, sealed.
 			cur.Verification.Timestamp = expect.FormatTime(s.now())
 			if err := s.seal(&cur.Verification); err != nil {
@@ -296,10 +349,36 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 		tx.Put(item)
 		return nil
 	})
-	if err != nil {
-		return time.Time{}, wrap(err)
-	}
-	return retryAt, nil
+	return retryAt, err
+}
+
+// PostponeGrading moves a job whose handling failed (not the judge: the
+// store, the record) to after wait, so that it neither keeps the head of
+// the grading index nor comes back at once. It changes nothing when the
+// criterion no longer waits.
+func (s *Service) PostponeGrading(ctx context.Context, job GradeJob, wait time.Duration) error {
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, verificationKey(job.VerificationID))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[VerificationRecord](it)
+		if err != nil {
+			return err
+		}
+		st, ok := cur.Judging[job.CriterionID]
+		if !ok {
+			return nil
+		}
+		st.NextAt = expect.FormatTime(s.now().Add(wait))
+		item, err := mkItem(verificationKey(job.VerificationID), TypeVerification, cur, verificationIndex(cur))
+		if err != nil {
+			return err
+		}
+		tx.Put(item)
+		return nil
+	})
+	return wrap(err)
 }
 
 // readVerification reads a VERIFY record, or nil when there is none.

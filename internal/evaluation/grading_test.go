@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
 )
 
@@ -348,5 +349,95 @@ func TestAfterFailure(t *testing.T) {
 				t.Fatalf("next %+v", next)
 			}
 		})
+	}
+}
+
+// answerJudge answers every criterion with the same rationale.
+type answerJudge struct{ rationale string }
+
+func (j answerJudge) Judge(context.Context, anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
+	return &anticipate.JudgeResponse{Score: 1, Rationale: j.rationale, GradedBy: "model:test"}, nil
+}
+
+// refusingStore refuses, as too large, every commit of an item holding
+// marker: a VERIFY at the store's item limit.
+type refusingStore struct {
+	store.Store
+	marker string
+}
+
+func (s refusingStore) Commit(ctx context.Context, ws []store.Write) error {
+	for _, w := range ws {
+		if w.Put != nil && strings.Contains(string(w.Put.Data), s.marker) {
+			return fmt.Errorf("item of 409687 bytes: %w", store.ErrTooLarge)
+		}
+	}
+	return s.Store.Commit(ctx, ws)
+}
+
+// TestGradeTooLargeForTheRecordEndsTheJob: a grade the VERIFY's record
+// cannot take (at the store's item limit) leaves the criterion pending
+// with the reason, and its job ends. Before, the job failed on every run
+// and, on the embedded worker, its failing jobs could fill every page of
+// the grading index and starve every other tenant's grading (a second
+// tenant's review found it).
+func TestGradeTooLargeForTheRecordEndsTheJob(t *testing.T) {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "v.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	q := &jobsQueue{}
+	svc := New(refusingStore{Store: st, marker: "HUGE-RATIONALE"}, Options{Judge: answerJudge{"HUGE-RATIONALE"}, Grader: q})
+	agent := heuristicPlan(t, svc, "plan-big", 1)
+	if err := svc.Verify(ctx, agent, "plan-big"); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range q.take() {
+		if at, err := svc.GradeCriterion(ctx, j); err != nil || !at.IsZero() {
+			t.Fatalf("a grade too large for the record: %v %v, want the job done", at, err)
+		}
+	}
+	for _, r := range heuristic(onlyVerification(t, svc, agent)) {
+		if r.Status != anticipate.StatusPending || !strings.Contains(r.Evidence, "does not fit in the VERIFY") {
+			t.Fatalf("%s: %+v", r.CriterionID, r)
+		}
+	}
+	if due, err := svc.ListGrading(ctx, time.Now().Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("still waiting: %v %v", due, err)
+	}
+}
+
+// TestDuplicateDeliveriesCountOneAttempt: three deliveries of one job at
+// once (a queue's redelivery, the sweep's copy) with a failing judge
+// count one failed attempt, not three.
+func TestDuplicateDeliveriesCountOneAttempt(t *testing.T) {
+	ctx := context.Background()
+	judge := &scriptedJudge{}
+	judge.down.Store(true)
+	svc, q, _ := gradingService(t, judge, JudgeRetry{Attempts: 3, Base: time.Minute, CallTimeout: 50 * time.Millisecond})
+	agent := heuristicPlan(t, svc, "plan-dup", 1)
+	if err := svc.Verify(ctx, agent, "plan-dup"); err != nil {
+		t.Fatal(err)
+	}
+	job := q.take()[0]
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := svc.GradeCriterion(ctx, job); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	vr, err := svc.readVerification(ctx, onlyVerification(t, svc, agent).VerificationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := vr.Judging["h-0"]; a == nil || a.Attempts != 1 {
+		t.Fatalf("after three deliveries of one attempt: %+v, want one failed attempt counted", a)
 	}
 }

@@ -62,6 +62,9 @@ func (w *GradingWorker) Run(ctx context.Context) {
 	}
 }
 
+// failedJobWait is how long a job whose handling failed steps back.
+const failedJobWait = time.Minute
+
 // runDue runs one page of due jobs and returns how many it ran.
 func (w *GradingWorker) runDue(ctx context.Context) (int, error) {
 	jobs, err := w.svc.ListGrading(ctx, w.svc.now(), 64)
@@ -78,6 +81,12 @@ func (w *GradingWorker) runDue(ctx context.Context) (int, error) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if _, err := w.svc.GradeCriterion(ctx, j); err != nil {
+				// Not the judge (that is state): the store or the
+				// record. The job steps back, so that jobs that keep
+				// failing cannot fill every page and starve the others.
+				if ctx.Err() == nil {
+					_ = w.svc.PostponeGrading(ctx, j, failedJobWait)
+				}
 				mu.Lock()
 				if first == nil {
 					first = err
