@@ -1,10 +1,12 @@
 package watcher
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -55,4 +57,80 @@ func errTaskCanceled(taskID string) error {
 	e := errs.E(errs.Conflict, "origin task %q was canceled; expectations can no longer be raised for it", taskID)
 	e.Fields = []errs.FieldError{{Path: "taskId", Message: "was canceled"}}
 	return e
+}
+
+// TaskCanceled withdraws every open expectation raised by the origin task
+// taskID, because the task was canceled, and refuses later raises for it
+// (Raise). It returns the withdrawn records.
+func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*expect.Record, error) {
+	// The task is marked canceled first, in a commit of its own, so that
+	// a raise for it either committed before the lookup below (which
+	// finds it) or reaches the change feed after the mark (which
+	// withdraws it: WithdrawIfTaskCanceled); later raises are refused.
+	err := s.update(ctx, agentID, func(st *txState) error {
+		task, err := st.readTask(taskID)
+		if err != nil || task.Canceled {
+			return err
+		}
+		task.Canceled, task.CanceledAt = true, expect.FormatTime(s.now())
+		return st.writeTask(task)
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	var out []*expect.Record
+	for {
+		var round []*expect.Record
+		more := false
+		err := s.update(ctx, agentID, func(st *txState) error {
+			now := s.now()
+			round, more = nil, false
+			open, err := st.lookup(lookupTask, taskPK(agentID, taskID))
+			if err != nil {
+				return err
+			}
+
+			for _, r := range open {
+				if st.writes() >= store.MaxCommitWrites-1 {
+					more = true // the rest in the next commit; cancellation is idempotent
+					break
+				}
+				if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), now); err == nil && changed {
+					st.set(nr)
+					round = append(round, nr)
+				}
+			}
+			return st.stage()
+		})
+		if err != nil {
+			return out, internal(err)
+		}
+		out = append(out, round...)
+		if !more {
+			return out, nil
+		}
+	}
+}
+
+// WithdrawIfTaskCanceled withdraws an open expectation whose origin task
+// was canceled: the change feed calls it for each newly raised
+// expectation, so that a raise committed while its task's cancellation was
+// under way (after the cancellation's mark, before its lookup saw it) is
+// withdrawn like the task's others. It changes nothing otherwise.
+func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, expectationID string) error {
+	err := s.update(ctx, agentID, func(st *txState) error {
+		task, err := st.readTask(taskID)
+		if err != nil || !task.Canceled {
+			return err
+		}
+		r, err := st.record(expectationID)
+		if err != nil || r == nil || r.TaskID != taskID {
+			return err
+		}
+		if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), s.now()); err == nil && changed {
+			st.set(nr)
+		}
+		return st.stage()
+	})
+	return internal(err)
 }
