@@ -65,11 +65,11 @@ func TestUnknownProtocolVersionNegotiated(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsTheCheckedHostConfigs: the MCP host configurations the
-// README shows are, verbatim, the files the MCPHostConfigs scenario
-// connects with.
-func TestReadmeShowsTheCheckedHostConfigs(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsShowTheCheckedHostConfigs: the MCP host configurations the MCP
+// page (docs/mcp.md) shows are, verbatim, the files the MCPHostConfigs
+// scenario connects with.
+func TestDocsShowTheCheckedHostConfigs(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestReadmeShowsTheCheckedHostConfigs(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(readme), "```json\n"+string(b)+"```") {
-			t.Errorf("README does not show %s as it is", f)
+			t.Errorf("docs/mcp.md does not show %s as it is", f)
 		}
 	}
 }
