@@ -3,7 +3,9 @@ package watcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -26,7 +28,21 @@ type taskState struct {
 	Canceled bool   `json:"canceled,omitempty"`
 	// CanceledAt is when the task's cancellation was processed.
 	CanceledAt string `json:"canceledAt,omitempty"`
+	// Swept is set once the cancellation has withdrawn every expectation
+	// its lookup found; until then the change feed leaves the task's new
+	// expectations to it (WithdrawIfTaskCanceled), so the cancellation's
+	// answer lists all it withdrew.
+	Swept bool `json:"swept,omitempty"`
 }
+
+// sweepGrace is how long the change feed waits for a cancellation to
+// finish its sweep before withdrawing a new expectation of the task
+// itself (a cancellation cut off by a crash never sets Swept).
+const sweepGrace = 10 * time.Second
+
+// errCancellationUnderway makes the change feed retry a new expectation's
+// change while its task's cancellation is still sweeping.
+var errCancellationUnderway = errors.New("the origin task's cancellation is under way; retry")
 
 // readTask reads an origin task's state (zero when it has none), tracked
 // for the commit's compare-and-set.
@@ -107,9 +123,21 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 		}
 		out = append(out, round...)
 		if !more {
-			return out, nil
+			break
 		}
 	}
+	err = s.update(ctx, agentID, func(st *txState) error {
+		task, err := st.readTask(taskID)
+		if err != nil || task.Swept {
+			return err
+		}
+		task.Swept = true
+		return st.writeTask(task)
+	})
+	if err != nil {
+		return out, internal(err)
+	}
+	return out, nil
 }
 
 // WithdrawIfTaskCanceled withdraws an open expectation whose origin task
@@ -122,6 +150,11 @@ func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, e
 		task, err := st.readTask(taskID)
 		if err != nil || !task.Canceled {
 			return err
+		}
+		if !task.Swept {
+			if at, err := expect.ParseTime(task.CanceledAt); err == nil && s.now().Sub(at) < sweepGrace {
+				return errCancellationUnderway
+			}
 		}
 		r, err := st.record(expectationID)
 		if err != nil || r == nil || r.TaskID != taskID {
