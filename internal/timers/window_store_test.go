@@ -113,8 +113,23 @@ func TestWindowCatchUpOldestFirstThenMinuteByMinute(t *testing.T) {
 	if err := w.catchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The catch-up waits only for what is due; wait for the worker too.
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(fired) == 5 })
+	// The catch-up waits only for what is due; wait for the worker too,
+	// until its ticks are committed (fired is noted before the commit, and
+	// stopping the timers cancels a tick still under way).
+	waitFor(t, func() bool {
+		mu.Lock()
+		n := len(fired)
+		mu.Unlock()
+		if n != 5 {
+			return false
+		}
+		for _, id := range []string{"old0", "old1", "old2", "old3", "old4"} {
+			if r, err := e.svc.Get(context.Background(), "a", id); err != nil || r.State != expect.StateLapsed {
+				return false
+			}
+		}
+		return true
+	})
 	cancel()
 	<-done
 	mu.Lock()
