@@ -17,7 +17,7 @@ import (
 // expectation's whole life on the AWS runtime, as DynamoDB reports them:
 // every write call of the adapter asks for ReturnConsumedCapacity INDEXES
 // and dynamo.CapacityMiddleware sums the answers. (moto does not compute
-// consumed capacity; the test emulator, localstack/dynamodb_emulator.py
+// consumed capacity; the test emulator, localstack/emulator/capacity.py
 // class Capacity, answers what DynamoDB's documented rules give for the
 // items before and after each call: table, transactions and each GSI.)
 //

@@ -313,7 +313,7 @@ func waitAnswer(endpoint string, within time.Duration) error {
 }
 
 // Faults are the faults the emulator injects (see class Faults in
-// localstack/dynamodb_emulator.py): what moto does not do and DynamoDB
+// localstack/emulator/faults.py): what moto does not do and DynamoDB
 // does. The zero value turns them all off.
 type Faults struct {
 	// GSILag hides an item from global secondary index queries for this
