@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -80,32 +79,21 @@ func delaySeconds(d time.Duration) int32 {
 // SQS retries it. A body that is not a job is logged and dropped: it can
 // never succeed.
 func (r *Runtime) HandleGrading(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var (
-		resp events.SQSEventResponse
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-	)
 	grader := r.grader()
-	for _, m := range ev.Records {
+	return concurrentBatch(ev, func(m events.SQSMessage) func() error {
 		job, err := evaluation.UnmarshalGradeJob(m.Body)
 		if err != nil {
 			r.Log.Error("grading message is not a job", "messageId", m.MessageId, "err", err)
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
+		return func() error {
 			err := r.gradeOne(ctx, grader, job)
 			if err != nil {
-				r.Log.Error("grading job failed", "messageId", id, "verification", job.VerificationID, "criterion", job.CriterionID, "err", err)
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
-				mu.Unlock()
+				r.Log.Error("grading job failed", "messageId", m.MessageId, "verification", job.VerificationID, "criterion", job.CriterionID, "err", err)
 			}
-		}(m.MessageId)
-	}
-	wg.Wait()
-	return resp, nil
+			return err
+		}
+	}), nil
 }
 
 func (r *Runtime) gradeOne(ctx context.Context, g evaluation.Grader, job evaluation.GradeJob) error {

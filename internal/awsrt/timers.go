@@ -89,31 +89,50 @@ func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (an
 // A body that is not an instant is logged and dropped: it can never
 // succeed.
 func (r *Runtime) HandleTimerQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return concurrentBatch(ev, func(m events.SQSMessage) func() error {
+		var in expect.Instant
+		dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
+		if err := dec.Decode(&in); err != nil || in.AgentID == "" || in.ExpectationID == "" {
+			r.Log.Error("timer message is not an instant", "messageId", m.MessageId, "err", err)
+			return nil
+		}
+		return func() error {
+			err := r.HandleClock(ctx, in)
+			if err != nil {
+				r.Log.Error("timer message failed", "messageId", m.MessageId, "agent", in.AgentID, "expectation", in.ExpectationID, "err", err)
+			}
+			return err
+		}
+	}), nil
+}
+
+// concurrentBatch handles the messages of an SQS batch at once, as the
+// queues' handlers do: prepare decodes a message and returns its work (nil
+// to drop a message that can never succeed); a message whose work fails
+// is reported in batchItemFailures by its messageId, so only it comes back.
+func concurrentBatch(ev events.SQSEvent, prepare func(events.SQSMessage) func() error) events.SQSEventResponse {
 	var (
 		resp events.SQSEventResponse
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 	)
 	for _, m := range ev.Records {
-		var in expect.Instant
-		dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
-		if err := dec.Decode(&in); err != nil || in.AgentID == "" || in.ExpectationID == "" {
-			r.Log.Error("timer message is not an instant", "messageId", m.MessageId, "err", err)
+		work := prepare(m)
+		if work == nil {
 			continue
 		}
 		wg.Add(1)
-		go func(id string, in expect.Instant) {
+		go func(id string) {
 			defer wg.Done()
-			if err := r.HandleClock(ctx, in); err != nil {
-				r.Log.Error("timer message failed", "messageId", id, "agent", in.AgentID, "expectation", in.ExpectationID, "err", err)
+			if err := work(); err != nil {
 				mu.Lock()
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 				mu.Unlock()
 			}
-		}(m.MessageId, in)
+		}(m.MessageId)
 	}
 	wg.Wait()
-	return resp, nil
+	return resp
 }
 
 // SweepResult counts what one sweep did.

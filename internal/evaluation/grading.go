@@ -278,19 +278,11 @@ const (
 // attempt; it returns when the next attempt is due (zero: none).
 func (s *Service) recordOutcome(ctx context.Context, job GradeJob, seen JudgeAttempts, policy anticipate.GradingPolicy, out gradeOutcome, mode outcomeMode) (time.Time, error) {
 	var retryAt time.Time
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+	err := s.updateVerification(ctx, job.VerificationID, func(cur *VerificationRecord) (bool, error) {
 		retryAt = time.Time{}
-		it, ok, err := tx.Get(ctx, verificationKey(job.VerificationID))
-		if err != nil || !ok {
-			return err
-		}
-		cur, err := decode[VerificationRecord](it)
-		if err != nil {
-			return err
-		}
 		st, ok := cur.Judging[job.CriterionID]
 		if !ok || *st != seen {
-			return nil // graded, given up or retried by another delivery meanwhile
+			return false, nil // graded, given up or retried by another delivery meanwhile
 		}
 		delete(cur.Judging, job.CriterionID)
 		changed, reason := false, out.reason
@@ -321,7 +313,7 @@ func (s *Service) recordOutcome(ctx context.Context, job GradeJob, seen JudgeAtt
 			case errs.Is(err, errs.Conflict):
 				// Graded meanwhile (a person's grade).
 			case err != nil:
-				return err
+				return false, err
 			default:
 				cur.Verification = nv
 				changed = true
@@ -339,26 +331,21 @@ func (s *Service) recordOutcome(ctx context.Context, job GradeJob, seen JudgeAtt
 			// The VERIFY as returned changed: a new version, sealed.
 			cur.Verification.Timestamp = expect.FormatTime(s.now())
 			if err := s.seal(&cur.Verification); err != nil {
-				return err
+				return false, err
 			}
 		}
-		item, err := mkItem(verificationKey(job.VerificationID), TypeVerification, cur, verificationIndex(cur))
-		if err != nil {
-			return err
-		}
-		tx.Put(item)
-		return nil
+		return true, nil
 	})
 	return retryAt, err
 }
 
-// PostponeGrading moves a job whose handling failed (not the judge: the
-// store, the record) to after wait, so that it neither keeps the head of
-// the grading index nor comes back at once. It changes nothing when the
-// criterion no longer waits.
-func (s *Service) PostponeGrading(ctx context.Context, job GradeJob, wait time.Duration) error {
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		it, ok, err := tx.Get(ctx, verificationKey(job.VerificationID))
+// updateVerification is the read-modify-write of one VERIFY record: fn
+// changes the record read and says whether to write it back (with its
+// index keys, which follow what waits for the judge). An unknown VERIFY
+// changes nothing. Errors are fn's and the store's.
+func (s *Service) updateVerification(ctx context.Context, vid string, fn func(cur *VerificationRecord) (bool, error)) error {
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, verificationKey(vid))
 		if err != nil || !ok {
 			return err
 		}
@@ -366,17 +353,31 @@ func (s *Service) PostponeGrading(ctx context.Context, job GradeJob, wait time.D
 		if err != nil {
 			return err
 		}
-		st, ok := cur.Judging[job.CriterionID]
-		if !ok {
-			return nil
+		write, err := fn(cur)
+		if err != nil || !write {
+			return err
 		}
-		st.NextAt = expect.FormatTime(s.now().Add(wait))
-		item, err := mkItem(verificationKey(job.VerificationID), TypeVerification, cur, verificationIndex(cur))
+		item, err := mkItem(verificationKey(vid), TypeVerification, cur, verificationIndex(cur))
 		if err != nil {
 			return err
 		}
 		tx.Put(item)
 		return nil
+	})
+}
+
+// PostponeGrading moves a job whose handling failed (not the judge: the
+// store, the record) to after wait, so that it neither keeps the head of
+// the grading index nor comes back at once. It changes nothing when the
+// criterion no longer waits.
+func (s *Service) PostponeGrading(ctx context.Context, job GradeJob, wait time.Duration) error {
+	err := s.updateVerification(ctx, job.VerificationID, func(cur *VerificationRecord) (bool, error) {
+		st, ok := cur.Judging[job.CriterionID]
+		if !ok {
+			return false, nil
+		}
+		st.NextAt = expect.FormatTime(s.now().Add(wait))
+		return true, nil
 	})
 	return wrap(err)
 }
@@ -455,32 +456,20 @@ func (s *Service) RepairGrading(ctx context.Context, g Grader, late time.Duratio
 	now := s.now()
 	var moved []GradeJob
 	for _, j := range jobs {
-		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-			it, ok, err := tx.Get(ctx, verificationKey(j.VerificationID))
-			if err != nil || !ok {
-				return err
-			}
-			cur, err := decode[VerificationRecord](it)
-			if err != nil {
-				return err
-			}
+		skip := false
+		err := s.updateVerification(ctx, j.VerificationID, func(cur *VerificationRecord) (bool, error) {
 			st, ok := cur.Judging[j.CriterionID]
-			if !ok || st.NextAt != expect.FormatTime(j.At) {
-				return errSkip
+			if skip = !ok || st.NextAt != expect.FormatTime(j.At); skip {
+				return false, nil
 			}
 			st.NextAt = expect.FormatTime(now)
-			item, err := mkItem(verificationKey(j.VerificationID), TypeVerification, cur, verificationIndex(cur))
-			if err != nil {
-				return err
-			}
-			tx.Put(item)
-			return nil
+			return true, nil
 		})
-		if errors.Is(err, errSkip) {
-			continue
-		}
 		if err != nil {
 			return len(moved), wrap(err)
+		}
+		if skip {
+			continue
 		}
 		moved = append(moved, GradeJob{VerificationID: j.VerificationID, CriterionID: j.CriterionID, At: now})
 	}
@@ -489,8 +478,6 @@ func (s *Service) RepairGrading(ctx context.Context, g Grader, late time.Duratio
 	}
 	return len(moved), g.Enqueue(ctx, moved)
 }
-
-var errSkip = errors.New("skip")
 
 // MarshalGradeJob and UnmarshalGradeJob are a job's queue message.
 func MarshalGradeJob(j GradeJob) (string, error) {
