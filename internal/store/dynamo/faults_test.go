@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -81,6 +82,13 @@ func TestEmulatorFaults(t *testing.T) {
 			_, err := once.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
 				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberS{Value: "a"}}})
 			var ae smithy.APIError
+			if errors.Is(err, net.ErrClosed) && !errors.As(err, &ae) {
+				// The transport closed the connection under the answer
+				// (aws/aws-sdk-go-v2#2737); the SDK's default retryer
+				// retries it, this one-attempt client does not. Not the
+				// emulator's answer, so ask again.
+				continue
+			}
 			if !errors.As(err, &ae) {
 				t.Fatalf("GetItem under throttling = %v, want an API error", err)
 			}
