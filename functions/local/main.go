@@ -31,6 +31,7 @@ import (
 	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/metrics/prom"
+	"github.com/agentclock/clockwork/internal/notify"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/serve"
 )
@@ -69,6 +70,9 @@ func run() error {
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	behindProxy := flag.Bool("behind-proxy", false, "a TLS proxy terminates in front: serve plain HTTP beyond loopback, and refuse requests without X-Forwarded-Proto: https")
 	mcpOrigins := flag.String("mcp-allowed-origins", "", "comma-separated browser origins (https://host:port) that may call /mcp; requests with any other Origin are refused")
+	smtpURL := flag.String("smtp", "", "SMTP server of e-mail alert channels, smtp://[user@]host[:port] (port 587 by default; the password in $SMTP_PASSWORD; STARTTLS when offered); none: e-mail channels are refused")
+	smtpFrom := flag.String("smtp-from", "", "sender address of e-mail alert channels (required with -smtp)")
+	publicURL := flag.String("public-url", "", "this server's public base URL (https://clockwork.example.com), for console links in Slack, e-mail and PagerDuty notifications")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
 	flag.Parse()
 
@@ -95,6 +99,15 @@ func run() error {
 		if o = strings.TrimSpace(o); o != "" {
 			allowedOrigins = append(allowedOrigins, o)
 		}
+	}
+
+	var mailer *notify.SMTP
+	if *smtpURL != "" {
+		m, err := notify.ParseSMTP(*smtpURL, os.Getenv("SMTP_PASSWORD"), *smtpFrom)
+		if err != nil {
+			return err
+		}
+		mailer = m
 	}
 
 	var authn *auth.Authenticator
@@ -202,7 +215,7 @@ func run() error {
 			Outbox:   outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
 			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
-			Metrics: rec,
+			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL},
 		})
 		if err != nil {
 			return err

@@ -28,6 +28,7 @@ import (
 	"github.com/agentclock/clockwork/internal/mcpapi"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/notify"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
@@ -91,6 +92,14 @@ type Config struct {
 	// Metrics receives the services' measurements (functions/local: the
 	// Prometheus adapter behind -metrics-addr; nil: none).
 	Metrics metrics.Recorder
+	// Notify tunes alert notifications (retries, backoff, PublicURL for
+	// console links); Notify.InsecureURLs follows AllowPrivateAgents.
+	Notify notify.Options
+	// SMTP sends e-mail channels (nil: e-mail channels are refused).
+	SMTP *notify.SMTP
+	// NotifyHTTPClient overrides the guarded client of webhook, Slack and
+	// PagerDuty channels (tests).
+	NotifyHTTPClient *http.Client
 }
 
 // FeedLagLimit is the change-feed backlog (unacknowledged changes) beyond
@@ -113,6 +122,10 @@ type App struct {
 	// Credentials keeps agents' outbound credentials, sealed with the key
 	// in <DataDir>/credentials-aes256.key.
 	Credentials *credentials.Service
+	// Notify keeps alert channels and rules and delivers notifications
+	// (channel secrets sealed with the credentials key).
+	Notify   *notify.Service
+	Notifier *notify.Worker
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -194,11 +207,30 @@ func Start(cfg Config) (*App, error) {
 	// Model grading runs beside the feed, one job per criterion, so a slow
 	// judge never holds the changes behind a PLAN_COMPLETE.
 	grading := evaluation.NewGradingWorker(a.Eval, cfg.Log)
+	nclient := cfg.NotifyHTTPClient
+	if nclient == nil {
+		nclient = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
+	}
+	nopt := cfg.Notify
+	nopt.InsecureURLs = nopt.InsecureURLs || cfg.AllowPrivateAgents
+	if nopt.Metrics == nil {
+		nopt.Metrics = cfg.Metrics
+	}
+	if nopt.Now == nil {
+		nopt.Now = a.Watcher.Now
+	}
+	var mail notify.MailSender
+	if cfg.SMTP != nil {
+		mail = cfg.SMTP
+	}
+	a.Notify = notify.New(st, sealer, nclient, mail, nil, nopt, cfg.Log)
+	a.Notifier = notify.NewWorker(a.Notify, 8)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
 	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Tasks: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
-		Metrics: cfg.Metrics, Now: a.Watcher.Now}
+		Alerts: a.Notify, Metrics: cfg.Metrics, Now: a.Watcher.Now}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
+	a.Handler.Notify = a.Notify
 	a.Handler.Metrics = cfg.Metrics
 	a.Handler.MCPAllowedOrigins = cfg.MCPAllowedOrigins
 	mcpapi.Mount(a.Handler)
@@ -222,6 +254,7 @@ func Start(cfg Config) (*App, error) {
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
 	a.run(func() { grading.Run(ctx) })
+	a.run(func() { a.Notifier.Run(ctx, 0) })
 	if !cfg.PauseFeed {
 		// A change still failing after its retries is set aside (kept with
 		// the reason, counted) so the changes behind it go on; the

@@ -25,11 +25,13 @@ const (
 	AnticipationsWrite Scope = "anticipations:write"
 	EventsWrite        Scope = "events:write"
 	GradesWrite        Scope = "grades:write"
-	Read               Scope = "read"
+	// ChannelsWrite configures alert channels (operators).
+	ChannelsWrite Scope = "channels:write"
+	Read          Scope = "read"
 )
 
 // AllScopes lists every scope.
-var AllScopes = []Scope{AgentsWrite, ExpectationsWrite, FactsWrite, AnticipationsWrite, EventsWrite, GradesWrite, Read}
+var AllScopes = []Scope{AgentsWrite, ExpectationsWrite, FactsWrite, AnticipationsWrite, EventsWrite, GradesWrite, ChannelsWrite, Read}
 
 // Principal is an authenticated caller.
 type Principal struct {

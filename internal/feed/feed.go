@@ -74,6 +74,11 @@ type Processor struct {
 	CurrentItem func(ctx context.Context, key store.Key) (store.Item, error)
 	// Handlers maps other record types to their handlers.
 	Handlers map[string]Handler
+	// Alerts, when set, also sees every change once the change's own
+	// processing succeeded (notify.Service: alert events become
+	// notifications, notifications are handed to delivery). Its error
+	// retries the change, which the rest handles idempotently.
+	Alerts Handler
 	// ScheduleAll hands the Scheduler every current instant of a changed
 	// expectation, not only those the change added. A clock that holds
 	// only a window of upcoming instants (the embedded timers.Window) needs
@@ -96,10 +101,16 @@ func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
 		p.Metrics.Record(metrics.FeedLag, max(0, now.Sub(ch.At).Seconds()))
 	}
 	if ch.Type() == watcher.TypeExpectation {
-		return p.expectation(ctx, ch)
+		if err := p.expectation(ctx, ch); err != nil {
+			return err
+		}
+	} else if h, ok := p.Handlers[ch.Type()]; ok {
+		if err := h.HandleChange(ctx, ch); err != nil {
+			return err
+		}
 	}
-	if h, ok := p.Handlers[ch.Type()]; ok {
-		return h.HandleChange(ctx, ch)
+	if p.Alerts != nil {
+		return p.Alerts.HandleChange(ctx, ch)
 	}
 	return nil
 }

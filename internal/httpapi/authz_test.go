@@ -90,6 +90,20 @@ func authzCases() []authzCase {
 		{name: "console", pattern: "GET /console", method: "GET", path: "/console", public: true},
 		{name: "console asset", pattern: "GET /console/{asset}", method: "GET", path: "/console/app.js", public: true},
 		{name: "list agents", pattern: "GET /v1/agents", method: "GET", path: "/v1/agents", scope: auth.Read},
+		{name: "put channel", pattern: "PUT /v1/channels/{channelId}", method: "PUT", path: "/v1/channels/tenant-hook",
+			body: static(mustJSON(map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/hook"})), scope: auth.ChannelsWrite},
+		{name: "list channels", pattern: "GET /v1/channels", method: "GET", path: "/v1/channels", scope: auth.Read},
+		{name: "get channel", pattern: "GET /v1/channels/{channelId}", method: "GET", path: "/v1/channels/ops-hook", scope: auth.Read, ownID: "ops-hook", unknownID: "no-such-hook"},
+		{name: "test channel", pattern: "POST /v1/channels/{channelId}/test", method: "POST", path: "/v1/channels/ops-hook/test", scope: auth.ChannelsWrite, ownID: "ops-hook", unknownID: "no-such-hook"},
+		{name: "channel dead letters", pattern: "GET /v1/channels/{channelId}/deadletters", method: "GET", path: "/v1/channels/ops-hook/deadletters", scope: auth.Read, ownID: "ops-hook", unknownID: "no-such-hook"},
+		{name: "replay notification", pattern: "POST /v1/channels/{channelId}/deadletters/{notificationId}/replay", method: "POST",
+			path: "/v1/channels/ops-hook/deadletters/ntf_none/replay?agentId=agent-1", scope: auth.ChannelsWrite, ownID: "ops-hook", unknownID: "no-such-hook"},
+		{name: "put alerts", pattern: "PUT /v1/agents/{agentId}/alerts", method: "PUT", path: "/v1/agents/agent-1/alerts",
+			body: static(mustJSON(map[string]any{"rules": []any{map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-hook"}}}})), scope: auth.AgentsWrite, bound: true},
+		{name: "get alerts", pattern: "GET /v1/agents/{agentId}/alerts", method: "GET", path: "/v1/agents/agent-1/alerts", scope: auth.Read, bound: true},
+		{name: "list notifications", pattern: "GET /v1/agents/{agentId}/notifications", method: "GET", path: "/v1/agents/agent-1/notifications?expectationId=exp-open", scope: auth.Read, bound: true},
+		{name: "delete alerts", pattern: "DELETE /v1/agents/{agentId}/alerts", method: "DELETE", path: "/v1/agents/agent-1/alerts", scope: auth.AgentsWrite, bound: true},
+		{name: "delete channel", pattern: "DELETE /v1/channels/{channelId}", method: "DELETE", path: "/v1/channels/ops-hook", scope: auth.ChannelsWrite, ownID: "ops-hook", unknownID: "no-such-hook"},
 		{name: "list anticipations", pattern: "GET /v1/agents/{agentId}/anticipations", method: "GET", path: "/v1/agents/agent-1/anticipations", scope: auth.Read, bound: true},
 	}
 }
@@ -133,6 +147,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	authz := &authorizer.Authorizer{Load: func(context.Context) ([]byte, error) { return tokens, nil }, Log: quietLog()}
 	behindGateway := httpapi.New(ap.Watcher, ap.Eval, authorizer.Gateway{Log: quietLog()}, quietLog())
 	behindGateway.Credentials = ap.Credentials
+	behindGateway.Notify = ap.Notify
 	mcpapi.Mount(behindGateway)
 	public := map[string]bool{}
 	for _, c := range cases {

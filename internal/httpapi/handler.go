@@ -17,6 +17,7 @@ import (
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/notify"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
 
@@ -38,7 +39,10 @@ type Handler struct {
 	// Credentials keeps agents' outbound credentials; nil answers the
 	// credentials routes with 503.
 	Credentials *credentials.Service
-	Auth        Authenticator
+	// Notify keeps alert channels and rules; nil answers their routes
+	// with 503.
+	Notify *notify.Service
+	Auth   Authenticator
 	Log         *slog.Logger
 	MaxBody     int64
 	// MaxBundleBytes bounds an evidence bundle's response (0: streamed,
@@ -103,6 +107,17 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/agents/{agentId}/credentials", Scope: auth.Read, Agent: true, fn: h.getCredentials},
 		{Pattern: "DELETE /v1/agents/{agentId}/credentials", Scope: auth.AgentsWrite, Agent: true, fn: h.deleteCredentials},
 		{Pattern: "GET /v1/deadletters", Scope: auth.Read, fn: h.deadLetters},
+		{Pattern: "PUT /v1/channels/{channelId}", Scope: auth.ChannelsWrite, fn: h.putChannel},
+		{Pattern: "GET /v1/channels", Scope: auth.Read, fn: h.listChannels},
+		{Pattern: "GET /v1/channels/{channelId}", Scope: auth.Read, fn: h.getChannel},
+		{Pattern: "DELETE /v1/channels/{channelId}", Scope: auth.ChannelsWrite, fn: h.deleteChannel},
+		{Pattern: "POST /v1/channels/{channelId}/test", Scope: auth.ChannelsWrite, fn: h.testChannel},
+		{Pattern: "GET /v1/channels/{channelId}/deadletters", Scope: auth.Read, fn: h.channelDeadLetters},
+		{Pattern: "POST /v1/channels/{channelId}/deadletters/{notificationId}/replay", Scope: auth.ChannelsWrite, fn: h.replayNotification},
+		{Pattern: "PUT /v1/agents/{agentId}/alerts", Scope: auth.AgentsWrite, Agent: true, fn: h.putAlerts},
+		{Pattern: "GET /v1/agents/{agentId}/alerts", Scope: auth.Read, Agent: true, fn: h.getAlerts},
+		{Pattern: "DELETE /v1/agents/{agentId}/alerts", Scope: auth.AgentsWrite, Agent: true, fn: h.deleteAlerts},
+		{Pattern: "GET /v1/agents/{agentId}/notifications", Scope: auth.Read, Agent: true, fn: h.listNotifications},
 		{Pattern: "POST /v1/anticipations", Scope: auth.AnticipationsWrite, Eval: true, fn: h.declare},
 		{Pattern: "PUT /v1/anticipations/{id}", Scope: auth.AnticipationsWrite, Eval: true, fn: h.replace},
 		{Pattern: "GET /v1/anticipations/{id}", Scope: auth.Read, Eval: true, fn: h.getAnticipation},

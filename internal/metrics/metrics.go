@@ -102,6 +102,18 @@ var (
 		Help: "Lapse tasks moved to the dead letters (attempts exhausted, or refused for good)."}
 )
 
+// The metrics of alert notifications (internal/notify), by channel type
+// (webhook, slack, pagerduty, email, eventbridge), counted when each
+// attempt's outcome is committed on the notification.
+var (
+	Notifications = &Desc{Name: "clockwork_notifications_total", Kind: Counter, Unit: "Count", Labels: []string{"channel_type", "outcome"},
+		Help: "Notification attempts recorded, by channel type and outcome (delivered, failed, dead)."}
+	NotificationsHeld = &Desc{Name: "clockwork_notifications_held_total", Kind: Counter, Unit: "Count",
+		Help: "Events a rule's cooldown held back (the next notification of the rule says how many)."}
+	NotificationLatency = &Desc{Name: "clockwork_notification_latency_seconds", Kind: Histogram, Unit: "Seconds", Labels: []string{"channel_type"}, Buckets: latenessBuckets,
+		Help: "Time from the event (a lapse, a recovery, a dead lapse task, a failed VERIFY) to its notification's delivery, by channel type."}
+)
+
 // The metrics of the change feed (internal/feed).
 var (
 	FeedLag = &Desc{Name: "clockwork_feed_lag_seconds", Kind: Histogram, Unit: "Seconds", Buckets: latenessBuckets,
@@ -140,7 +152,7 @@ var (
 func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
-		DeliveryAttempts, DeliveryFailures, DeadLetters, FeedLag, FeedSetAside, SweepSkipped,
+		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,
 	}

@@ -1,0 +1,187 @@
+// Package alert is the domain of alert channels: the channels operators
+// configure (webhook, Slack, PagerDuty, email, EventBridge), the rules an
+// agent attaches to them, the events that reach them (a lapse, a recovery,
+// a dead lapse task, a failed VERIFY), and the notification record that
+// carries one event to one channel at least once. It has no I/O: the
+// service in internal/notify loads, decides here, commits and sends.
+package alert
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// EventType names what happened.
+type EventType string
+
+// The event types rules may name.
+const (
+	// Lapsed: an expectation lapsed (overdue, skipped or stalled).
+	Lapsed EventType = "expectation.lapsed"
+	// Recovered: a fact satisfied an expectation after it lapsed.
+	Recovered EventType = "expectation.recovered"
+	// DeliveryDead: the lapse task to the agent was dead-lettered.
+	DeliveryDead EventType = "delivery.dead"
+	// VerificationFailed: a VERIFY's verdict is FAIL.
+	VerificationFailed EventType = "verification.failed"
+	// ChannelTest is sent by POST /v1/channels/{id}/test only; rules
+	// cannot name it.
+	ChannelTest EventType = "channel.test"
+)
+
+// RuleEvents are the event types a rule may name.
+var RuleEvents = []EventType{Lapsed, Recovered, DeliveryDead, VerificationFailed}
+
+// Event is one notification's body (the webhook body, EventBridge's
+// Detail): what happened, when, and the record it happened to.
+type Event struct {
+	Type      EventType `json:"type"`
+	Timestamp string    `json:"timestamp"`
+	Data      EventData `json:"data"`
+}
+
+// EventData names the agent and carries the record: the expectation record
+// for expectation and delivery events, the VERIFY for verification events.
+type EventData struct {
+	AgentID string `json:"agentId"`
+	// Record is the expectation record (expect.Record) as stored.
+	Record json.RawMessage `json:"record,omitempty"`
+	// Reason is why the lapse task was dead-lettered (delivery.dead).
+	Reason         string          `json:"reason,omitempty"`
+	AnticipationID string          `json:"anticipationId,omitempty"`
+	PlanID         string          `json:"planId,omitempty"`
+	Verification   json.RawMessage `json:"verification,omitempty"`
+	// FailedCriteria lists the criteria of a failed VERIFY that did not
+	// pass (verification.failed).
+	FailedCriteria []string `json:"failedCriteria,omitempty"`
+	// ChannelID is the channel a channel.test was sent to.
+	ChannelID string `json:"channelId,omitempty"`
+	// HeldBack is how many events of the same rule a cooldown held back
+	// since the last one sent.
+	HeldBack int `json:"heldBack,omitempty"`
+}
+
+// Subject is what an event is about, for summaries and filters: the
+// expectation's kind, subject, due time and lapse, when it is one.
+type Subject struct {
+	ExpectationID string
+	Kind          string
+	SubjectType   string
+	SubjectID     string
+	Expects       string
+	DueAt         string
+	Lapse         string
+}
+
+// Occurrence is an event as the feed found it, before rules choose its
+// channels: the event, what it is about, and a key that is the same each
+// time the same occurrence is found again (a replayed change), so its
+// notifications are created once.
+type Occurrence struct {
+	Event   Event
+	About   Subject
+	Key     string
+	Verdict string
+}
+
+// NotificationID is the id of the notification of occurrence key to
+// channel under rule: the same for every replay of the occurrence, so a
+// notification is created once (and is the webhook-id of every attempt).
+func NotificationID(key, rule, channel string) string {
+	h := sha256.Sum256([]byte(key + "\x00" + rule + "\x00" + channel))
+	return "ntf_" + hex.EncodeToString(h[:12])
+}
+
+// Notification is one event on its way to one channel: the outbox entry of
+// a notification. It is delivered at least once; every attempt carries its
+// ID (the webhook-id, PagerDuty's dedup_key is the occurrence's).
+type Notification struct {
+	ID          string    `json:"id"`
+	AgentID     string    `json:"agentId"`
+	ChannelID   string    `json:"channelId"`
+	ChannelType Type      `json:"channelType"`
+	Event       Event     `json:"event"`
+	About       Subject   `json:"about"`
+	DedupKey    string    `json:"dedupKey"`
+	CreatedAt   string    `json:"createdAt"`
+	Attempts    int       `json:"attempts,omitempty"`
+	LastError   string    `json:"lastError,omitempty"`
+	NextAttempt string    `json:"nextAttemptAt,omitempty"`
+	DeliveredAt string    `json:"deliveredAt,omitempty"`
+	Dead        bool      `json:"deadLettered,omitempty"`
+	DeadAt      string    `json:"deadLetteredAt,omitempty"`
+	Replays     int       `json:"replays,omitempty"`
+}
+
+// Pending reports whether n still waits for delivery.
+func (n *Notification) Pending() bool { return n.DeliveredAt == "" && !n.Dead }
+
+// Delivered records a successful attempt at now.
+func (n *Notification) Delivered(now time.Time) {
+	n.Attempts++
+	n.DeliveredAt = formatTime(now)
+	n.LastError, n.NextAttempt = "", ""
+}
+
+// Failed records a failed attempt at now: the next attempt after backoff,
+// or the dead letter when permanent or when attempts reach max.
+func (n *Notification) Failed(now time.Time, reason string, permanent bool, max int, backoff func(int) time.Duration) {
+	n.Attempts++
+	n.LastError = truncate(reason, 512)
+	if permanent || n.Attempts >= max {
+		n.Dead, n.DeadAt, n.NextAttempt = true, formatTime(now), ""
+		return
+	}
+	n.NextAttempt = formatTime(now.Add(backoff(n.Attempts)))
+}
+
+// Replay puts a dead-lettered notification back for delivery at now, its
+// attempts counted afresh. It reports false when n is not dead-lettered.
+func (n *Notification) Replay(now time.Time) bool {
+	if !n.Dead {
+		return false
+	}
+	n.Dead, n.DeadAt, n.Attempts, n.LastError = false, "", 0, ""
+	n.NextAttempt = formatTime(now)
+	n.Replays++
+	return true
+}
+
+// Wait is how long before n's next attempt is due at now (zero: now).
+func (n *Notification) Wait(now time.Time) time.Duration {
+	if n.NextAttempt == "" {
+		return 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, n.NextAttempt)
+	if err != nil {
+		return 0
+	}
+	return max(0, t.Sub(now))
+}
+
+// Backoff is the delay before attempt+1 after attempt failures: base
+// doubling up to ceiling.
+func Backoff(base, ceiling time.Duration) func(int) time.Duration {
+	return func(attempts int) time.Duration {
+		d := base
+		for i := 1; i < attempts && d < ceiling; i++ {
+			d *= 2
+		}
+		return min(d, ceiling)
+	}
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// ValidEvent reports whether t is an event type a rule may name.
+func ValidEvent(t EventType) bool { return slices.Contains(RuleEvents, t) }

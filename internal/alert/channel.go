@@ -1,0 +1,301 @@
+package alert
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/agentclock/clockwork/internal/errs"
+)
+
+// Type is a channel's kind.
+type Type string
+
+// The channel types.
+const (
+	Webhook     Type = "webhook"
+	Slack       Type = "slack"
+	PagerDuty   Type = "pagerduty"
+	Email       Type = "email"
+	EventBridge Type = "eventbridge"
+)
+
+// Types lists every channel type.
+var Types = []Type{Webhook, Slack, PagerDuty, Email, EventBridge}
+
+// PagerDutyEventsURL is PagerDuty's Events API v2 enqueue endpoint, the
+// default URL of a pagerduty channel.
+const PagerDutyEventsURL = "https://events.pagerduty.com/v2/enqueue"
+
+// Limits of a channel.
+const (
+	MaxChannelIDLen = 64
+	MaxRecipients   = 10
+	MaxURLLen       = 2048
+)
+
+var channelIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// eventBusPattern is EventBridge's event bus name or ARN.
+var eventBusPattern = regexp.MustCompile(`^(arn:aws[\w-]*:events:[a-z0-9-]+:\d{12}:event-bus/)?[/\.\-_A-Za-z0-9]{1,256}$`)
+
+// Channel is a configured destination, without its secret. Owners are the
+// agents of the principal that created it ("*" for an operator acting for
+// every agent): who may see it, change it and attach rules to it.
+type Channel struct {
+	ID           string   `json:"channelId"`
+	Type         Type     `json:"type"`
+	URL          string   `json:"url,omitempty"` // webhook, pagerduty (Slack's URL is a secret)
+	To           []string `json:"to,omitempty"`  // email
+	EventBusName string   `json:"eventBusName,omitempty"`
+	Owners       []string `json:"owners"`
+	CreatedAt    string   `json:"createdAt"`
+	UpdatedAt    string   `json:"updatedAt"`
+}
+
+// Secret is what a channel keeps sealed: the webhook signing secret, the
+// Slack incoming-webhook URL, the PagerDuty routing key.
+type Secret struct {
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+	SlackURL      string `json:"slackUrl,omitempty"`
+	RoutingKey    string `json:"routingKey,omitempty"`
+}
+
+// Empty reports whether s holds nothing to seal.
+func (s Secret) Empty() bool { return s == Secret{} }
+
+// channelBody is the PUT body.
+type channelBody struct {
+	Type         Type     `json:"type"`
+	URL          string   `json:"url"`
+	Secret       string   `json:"secret"`
+	RoutingKey   string   `json:"routingKey"`
+	To           []string `json:"to"`
+	EventBusName string   `json:"eventBusName"`
+}
+
+// Capabilities say what this runtime can send and to where.
+type Capabilities struct {
+	// EventBridge: the runtime can call PutEvents (AWS only).
+	EventBridge bool
+	// Email: the runtime has a mail sender (SMTP or SES).
+	Email bool
+	// InsecureURLs accepts http:// destinations (loopback receivers, with
+	// private destinations allowed); otherwise https is required.
+	InsecureURLs bool
+}
+
+// ValidChannelID checks a channel id: letters, digits, '.', '_' and '-',
+// at most 64, starting with a letter or digit.
+func ValidChannelID(id string) string {
+	if !channelIDPattern.MatchString(id) {
+		return "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+	}
+	return ""
+}
+
+// ParseChannel validates a PUT body for channel id and returns the channel
+// (without owners and times) and its secret. A webhook without a secret
+// gets a generated one, and generated is true (the answer returns it once).
+// Errors: an Invalid error naming each failing field.
+func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, bool, error) {
+	var c errs.Collector
+	if msg := ValidChannelID(id); msg != "" {
+		c.Add("channelId", "%s", msg)
+	}
+	var b channelBody
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return Channel{}, Secret{}, false, errs.Fields("the body is not a channel", []errs.FieldError{{Path: "body", Message: jsonMessage(err)}})
+	}
+	ch := Channel{ID: id, Type: b.Type}
+	var sec Secret
+	generated := false
+	unexpected := func(field, value string) {
+		if value != "" {
+			c.Add(field, "is not a field of a %s channel", b.Type)
+		}
+	}
+	switch b.Type {
+	case Webhook:
+		ch.URL = checkURL(&c, "url", b.URL, caps, true)
+		unexpected("routingKey", b.RoutingKey)
+		unexpected("eventBusName", b.EventBusName)
+		switch {
+		case b.Secret == "":
+			sec.WebhookSecret, generated = NewWebhookSecret(), true
+		default:
+			if msg := checkWebhookSecret(b.Secret); msg != "" {
+				c.Add("secret", "%s", msg)
+			}
+			sec.WebhookSecret = b.Secret
+		}
+	case Slack:
+		sec.SlackURL = checkURL(&c, "url", b.URL, caps, true)
+		unexpected("secret", b.Secret)
+		unexpected("routingKey", b.RoutingKey)
+		unexpected("eventBusName", b.EventBusName)
+	case PagerDuty:
+		ch.URL = PagerDutyEventsURL
+		if b.URL != "" {
+			ch.URL = checkURL(&c, "url", b.URL, caps, true)
+		}
+		switch {
+		case b.RoutingKey == "":
+			c.Add("routingKey", "is required")
+		case len(b.RoutingKey) > 64 || strings.IndexFunc(b.RoutingKey, unicode.IsSpace) >= 0:
+			c.Add("routingKey", "must be at most 64 characters without spaces")
+		}
+		sec.RoutingKey = b.RoutingKey
+		unexpected("secret", b.Secret)
+		unexpected("eventBusName", b.EventBusName)
+	case Email:
+		if !caps.Email {
+			c.Add("type", "email needs a mail sender, which this server has none of (-smtp on the embedded default, the SES sender on AWS)")
+		}
+		switch {
+		case len(b.To) == 0:
+			c.Add("to", "is required: at least one address")
+		case len(b.To) > MaxRecipients:
+			c.Add("to", "has more than %d addresses", MaxRecipients)
+		}
+		for i, a := range b.To {
+			addr, err := mail.ParseAddress(a)
+			if err != nil || addr.Name != "" || strings.ContainsAny(a, "\r\n") {
+				c.Add("to["+itoa(i)+"]", "is not a plain e-mail address")
+				continue
+			}
+			ch.To = append(ch.To, addr.Address)
+		}
+		unexpected("url", b.URL)
+		unexpected("secret", b.Secret)
+		unexpected("routingKey", b.RoutingKey)
+		unexpected("eventBusName", b.EventBusName)
+	case EventBridge:
+		if !caps.EventBridge {
+			c.Add("type", "eventbridge channels exist on AWS only")
+		}
+		if !eventBusPattern.MatchString(b.EventBusName) {
+			c.Add("eventBusName", "must be an event bus name or ARN")
+		}
+		ch.EventBusName = b.EventBusName
+		unexpected("url", b.URL)
+		unexpected("secret", b.Secret)
+		unexpected("routingKey", b.RoutingKey)
+	case "":
+		c.Add("type", "is required: one of webhook, slack, pagerduty, email, eventbridge")
+	default:
+		c.Add("type", "must be one of webhook, slack, pagerduty, email, eventbridge")
+	}
+	if len(c.List) > 0 {
+		return Channel{}, Secret{}, false, c.Err("the channel is not valid")
+	}
+	return ch, sec, generated, nil
+}
+
+func checkURL(c *errs.Collector, field, raw string, caps Capabilities, required bool) string {
+	if raw == "" {
+		if required {
+			c.Add(field, "is required")
+		}
+		return ""
+	}
+	if len(raw) > MaxURLLen {
+		c.Add(field, "is longer than %d bytes", MaxURLLen)
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		c.Add(field, "must be an absolute URL without user info or fragment")
+		return ""
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && caps.InsecureURLs:
+	default:
+		c.Add(field, "must be an https URL")
+		return ""
+	}
+	return u.String()
+}
+
+// WebhookSecretPrefix starts every Standard Webhooks secret.
+const WebhookSecretPrefix = "whsec_"
+
+// NewWebhookSecret returns a fresh signing secret: whsec_ and the base64 of
+// 32 random bytes.
+func NewWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// checkWebhookSecret checks a Standard Webhooks secret: whsec_ and the
+// base64 of 24 to 64 bytes.
+func checkWebhookSecret(s string) string {
+	key, ok := strings.CutPrefix(s, WebhookSecretPrefix)
+	if !ok {
+		return "must start with whsec_ (the Standard Webhooks secret format)"
+	}
+	b, err := base64.StdEncoding.DecodeString(key)
+	if err != nil || len(b) < 24 || len(b) > 64 {
+		return "must be whsec_ and the base64 of 24 to 64 random bytes"
+	}
+	return ""
+}
+
+// VisibleTo reports whether a principal acting for agents may see and use
+// ch: an operator acting for every agent sees all; another principal sees
+// the channels one of whose owners it acts for, never an operator's.
+func (ch *Channel) VisibleTo(agents []string) bool {
+	if slices.Contains(agents, "*") {
+		return true
+	}
+	for _, o := range ch.Owners {
+		if o != "*" && slices.Contains(agents, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// ManageableBy reports whether a principal acting for agents may replace
+// or delete ch: it acts for every owner.
+func (ch *Channel) ManageableBy(agents []string) bool {
+	if slices.Contains(agents, "*") {
+		return true
+	}
+	for _, o := range ch.Owners {
+		if o == "*" || !slices.Contains(agents, o) {
+			return false
+		}
+	}
+	return true
+}
+
+// Serves reports whether a rule of agent may send to ch: the agent is an
+// owner, or the channel is an operator's.
+func (ch *Channel) Serves(agent string) bool {
+	return slices.Contains(ch.Owners, "*") || slices.Contains(ch.Owners, agent)
+}
+
+func jsonMessage(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "json: ")
+	return msg
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}

@@ -1,0 +1,86 @@
+package alert
+
+import (
+	"encoding/json"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// FromExpectation returns what one change of an expectation record made
+// happen (old is nil for a create): a lapse, a recovery (satisfied after it
+// lapsed), a dead-lettered lapse task. raw is the new record as stored,
+// carried in the event. The occurrences' keys are the same whenever the
+// same change is seen again.
+func FromExpectation(old, cur *expect.Record, raw json.RawMessage) []Occurrence {
+	if cur == nil {
+		return nil
+	}
+	about := Subject{
+		ExpectationID: cur.Expectation.ExpectationID, Kind: cur.Expectation.Kind,
+		SubjectType: cur.Expectation.Subject.Type, SubjectID: cur.Expectation.Subject.ID,
+		Expects: cur.Expectation.Expects, DueAt: cur.DueAt,
+	}
+	if cur.Lapse != nil {
+		about.Lapse = string(cur.Lapse.Lapse)
+	}
+	base := cur.AgentID + "\x00" + cur.Expectation.ExpectationID
+	var out []Occurrence
+	mk := func(t EventType, at, key string) Occurrence {
+		return Occurrence{Event: Event{Type: t, Timestamp: at, Data: EventData{AgentID: cur.AgentID, Record: raw}}, About: about, Key: string(t) + "\x00" + base + "\x00" + key}
+	}
+	if cur.Lapse != nil && (old == nil || old.Lapse == nil) {
+		out = append(out, mk(Lapsed, cur.Lapse.LapsedAt, cur.Lapse.LapsedAt))
+	}
+	if cur.Lapse != nil && cur.SatisfiedBy != nil && (old == nil || old.SatisfiedBy == nil) {
+		at := cur.SatisfiedAt
+		if at == "" {
+			at = cur.ObservedAt
+		}
+		out = append(out, mk(Recovered, at, cur.Lapse.LapsedAt))
+	}
+	if d := cur.Delivery; d != nil && d.DeadLettered && (old == nil || old.Delivery == nil || !old.Delivery.DeadLettered) {
+		o := mk(DeliveryDead, d.NextAttemptAt, d.MessageID+"\x00"+itoa(d.Attempts))
+		if o.Event.Timestamp == "" && cur.Lapse != nil {
+			o.Event.Timestamp = cur.Lapse.LapsedAt
+		}
+		o.Event.Data.Reason = d.LastError
+		out = append(out, o)
+	}
+	return out
+}
+
+// FromVerification returns a verification.failed occurrence when a VERIFY's
+// verdict became FAIL (old is the previous verdict, "" for a new VERIFY).
+// raw is the VERIFY as stored.
+func FromVerification(old anticipate.Verdict, v *anticipate.Verification, raw json.RawMessage) []Occurrence {
+	if v == nil || v.Verdict != anticipate.VerdictFail || old == anticipate.VerdictFail {
+		return nil
+	}
+	var failed []string
+	for _, r := range v.Results {
+		if r.Status == anticipate.StatusFail || r.Status == anticipate.StatusErrored {
+			failed = append(failed, r.CriterionID)
+		}
+	}
+	for _, id := range v.AntiCriteriaFailed {
+		failed = appendUnique(failed, id)
+	}
+	return []Occurrence{{
+		Event: Event{Type: VerificationFailed, Timestamp: v.Timestamp, Data: EventData{
+			AgentID: v.AgentID, AnticipationID: v.AnticipationID, PlanID: v.PlanID,
+			Verification: raw, FailedCriteria: failed,
+		}},
+		Key:     string(VerificationFailed) + "\x00" + v.AgentID + "\x00" + v.VerificationID,
+		Verdict: string(v.Verdict),
+	}}
+}
+
+func appendUnique(xs []string, x string) []string {
+	for _, y := range xs {
+		if y == x {
+			return xs
+		}
+	}
+	return append(xs, x)
+}

@@ -1,0 +1,184 @@
+package alert
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// Limits of an agent's rules.
+const (
+	MaxRules        = 20
+	MaxRuleChannels = 10
+	MaxRuleFilters  = 50
+	// MaxCooldown bounds a rule's cooldown.
+	MaxCooldown = 7 * 24 * time.Hour
+)
+
+// Rule sends the events named in On to Channels, optionally only for
+// expectations of the listed Kinds and lapses of the listed Lapses, and at
+// most once per Cooldown (ISO 8601).
+type Rule struct {
+	On       []EventType `json:"on"`
+	Channels []string    `json:"channels"`
+	Kinds    []string    `json:"kinds,omitempty"`
+	Lapses   []string    `json:"lapses,omitempty"`
+	Cooldown string      `json:"cooldown,omitempty"`
+}
+
+// Rules are an agent's alert rules, as PUT and GET carry them.
+type Rules struct {
+	AgentID   string `json:"agentId"`
+	Rules     []Rule `json:"rules"`
+	UpdatedAt string `json:"updatedAt,omitempty"`
+}
+
+// ParseRules validates a PUT body against the channels the caller may use
+// for agent (usable reports whether an id names one). Errors: an Invalid
+// error naming each failing field (an unknown channel or event type
+// among them).
+func ParseRules(agent string, body []byte, usable func(channelID string) bool) (Rules, error) {
+	var in struct {
+		Rules []Rule `json:"rules"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return Rules{}, errs.Fields("the body is not a list of rules", []errs.FieldError{{Path: "body", Message: jsonMessage(err)}})
+	}
+	var c errs.Collector
+	if in.Rules == nil {
+		c.Add("rules", "is required (an empty list removes every rule)")
+	}
+	if len(in.Rules) > MaxRules {
+		c.Add("rules", "has more than %d rules", MaxRules)
+	}
+	for i, r := range in.Rules {
+		p := fmt.Sprintf("rules[%d]", i)
+		if len(r.On) == 0 {
+			c.Add(p+".on", "is required: at least one event type")
+		}
+		for j, t := range r.On {
+			if !ValidEvent(t) {
+				c.Add(fmt.Sprintf("%s.on[%d]", p, j), "unknown event type %q (one of expectation.lapsed, expectation.recovered, delivery.dead, verification.failed)", t)
+			}
+		}
+		switch {
+		case len(r.Channels) == 0:
+			c.Add(p+".channels", "is required: at least one channel")
+		case len(r.Channels) > MaxRuleChannels:
+			c.Add(p+".channels", "has more than %d channels", MaxRuleChannels)
+		}
+		for j, ch := range r.Channels {
+			if !usable(ch) {
+				c.Add(fmt.Sprintf("%s.channels[%d]", p, j), "unknown channel %q", ch)
+			}
+		}
+		if len(r.Kinds) > MaxRuleFilters {
+			c.Add(p+".kinds", "has more than %d kinds", MaxRuleFilters)
+		}
+		for j, l := range r.Lapses {
+			if !slices.Contains([]string{string(expect.Overdue), string(expect.Skipped), string(expect.Stalled)}, l) {
+				c.Add(fmt.Sprintf("%s.lapses[%d]", p, j), "unknown lapse %q (one of overdue, skipped, stalled)", l)
+			}
+		}
+		if r.Cooldown != "" {
+			if _, err := parseCooldown(r.Cooldown); err != nil {
+				c.Add(p+".cooldown", "%s", err.Error())
+			}
+		}
+	}
+	if len(c.List) > 0 {
+		return Rules{}, c.Err("the rules are not valid")
+	}
+	if in.Rules == nil {
+		in.Rules = []Rule{}
+	}
+	return Rules{AgentID: agent, Rules: in.Rules}, nil
+}
+
+func parseCooldown(s string) (time.Duration, error) {
+	d, err := expect.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d.Years != 0 || d.Months != 0 {
+		return 0, fmt.Errorf("must be in weeks, days, hours, minutes or seconds")
+	}
+	total := time.Duration(d.Weeks)*7*24*time.Hour + time.Duration(d.Days)*24*time.Hour + d.Clock
+	if total <= 0 || total > MaxCooldown {
+		return 0, fmt.Errorf("must be more than zero and at most P7D")
+	}
+	return total, nil
+}
+
+// CooldownOf returns r's cooldown (zero: none).
+func (r Rule) CooldownOf() time.Duration {
+	if r.Cooldown == "" {
+		return 0
+	}
+	d, _ := parseCooldown(r.Cooldown)
+	return d
+}
+
+// ID names a rule by its content, so a cooldown's state follows the rule
+// and not its position in the list.
+func (r Rule) ID() string {
+	b, _ := json.Marshal(r)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// Matches reports whether r sends occ.
+func (r Rule) Matches(occ Occurrence) bool {
+	if !slices.Contains(r.On, occ.Event.Type) {
+		return false
+	}
+	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, occ.About.Kind) {
+		return false
+	}
+	if len(r.Lapses) > 0 && !slices.Contains(r.Lapses, occ.About.Lapse) {
+		return false
+	}
+	return true
+}
+
+// Cooldown is the state of one rule's cooldown for one agent: until when
+// it holds events back, how many it held, and the keys of the recent
+// occurrences it decided on (so a replayed change decides nothing twice).
+type Cooldown struct {
+	Until string   `json:"until,omitempty"`
+	Held  int      `json:"held,omitempty"`
+	Seen  []string `json:"seen,omitempty"`
+}
+
+// maxSeen bounds the occurrence keys a cooldown remembers.
+const maxSeen = 64
+
+// Admit decides whether rule r (with cooldown d) sends occurrence key at
+// now: it returns whether to send and how many held-back events the sent
+// one reports. A key already decided on is neither sent nor counted again.
+func (cd *Cooldown) Admit(key string, d time.Duration, now time.Time) (send bool, heldBack int, changed bool) {
+	if slices.Contains(cd.Seen, key) {
+		return false, 0, false
+	}
+	cd.Seen = append(cd.Seen, key)
+	if len(cd.Seen) > maxSeen {
+		cd.Seen = cd.Seen[len(cd.Seen)-maxSeen:]
+	}
+	if until, err := time.Parse(time.RFC3339Nano, cd.Until); err == nil && now.Before(until) {
+		cd.Held++
+		return false, 0, true
+	}
+	held := cd.Held
+	cd.Held = 0
+	cd.Until = formatTime(now.Add(d))
+	return true, held, true
+}

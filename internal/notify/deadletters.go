@@ -1,0 +1,145 @@
+package notify
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Page is one page of notifications; Next is the token of the next.
+type Page struct {
+	Notifications []*alert.Notification `json:"notifications"`
+	Next          string                `json:"next,omitempty"`
+}
+
+// DeadLetters lists channel id's dead-lettered notifications, oldest first,
+// of the agents a principal acting for agents may see. Errors: NotFound
+// when the principal may not see the channel.
+func (s *Service) DeadLetters(ctx context.Context, agents []string, id string, limit int, after string) (Page, error) {
+	if _, err := s.Channel(ctx, agents, id); err != nil {
+		return Page{}, err
+	}
+	out := Page{Notifications: []*alert.Notification{}}
+	q := store.Query{Index: store.GSI5, PK: deadPK(id), Limit: min(max(limit, 1), store.MaxLimit), After: after}
+	p, err := s.store.Query(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	for _, it := range p.Items {
+		n, err := decodeNotification(it)
+		if err != nil || !n.Dead || !actsFor(agents, n.AgentID) {
+			continue
+		}
+		out.Notifications = append(out.Notifications, n)
+	}
+	out.Next = p.Next
+	return out, nil
+}
+
+// Replay puts notification nid of agent, dead-lettered on channel id, back
+// for delivery (its attempts counted afresh, its webhook-id the same).
+// Errors: NotFound when there is no such dead letter the principal may
+// see; Conflict when it is not dead-lettered.
+func (s *Service) Replay(ctx context.Context, agents []string, id, agent, nid string) (*alert.Notification, error) {
+	if _, err := s.Channel(ctx, agents, id); err != nil {
+		return nil, err
+	}
+	if !actsFor(agents, agent) {
+		return nil, errs.E(errs.NotFound, "no notification %q of agent %q", nid, agent)
+	}
+	var out *alert.Notification
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, notificationKey(agent, nid))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errs.E(errs.NotFound, "no notification %q of agent %q", nid, agent)
+		}
+		n, err := decodeNotification(it)
+		if err != nil {
+			return err
+		}
+		if n.ChannelID != id {
+			return errs.E(errs.NotFound, "no notification %q of agent %q on channel %q", nid, agent, id)
+		}
+		if !n.Replay(s.opt.Now()) {
+			return errs.E(errs.Conflict, "notification %q is not dead-lettered", nid)
+		}
+		next, err := notificationItem(n)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		out = n
+		return nil
+	})
+	return out, err
+}
+
+// ForExpectation lists the notifications of agent's expectation (the
+// console's timeline), oldest first, at most limit.
+func (s *Service) ForExpectation(ctx context.Context, agent, expectationID string, limit int) ([]*alert.Notification, error) {
+	return s.timeline(ctx, timelinePK(agent, "E#"+expectationID), limit)
+}
+
+// ForPlan lists the notifications of agent's plan (failed VERIFYs).
+func (s *Service) ForPlan(ctx context.Context, agent, planID string, limit int) ([]*alert.Notification, error) {
+	return s.timeline(ctx, timelinePK(agent, "P#"+planID), limit)
+}
+
+func (s *Service) timeline(ctx context.Context, pk string, limit int) ([]*alert.Notification, error) {
+	out := []*alert.Notification{}
+	p, err := s.store.Query(ctx, store.Query{Index: store.GSI2, PK: pk, Limit: min(max(limit, 1), store.MaxLimit)})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range p.Items {
+		if n, err := decodeNotification(it); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Pending calls fn for each notification waiting for delivery whose next
+// attempt is due by upTo (every shard; the embedded worker's sweep and the
+// AWS clock's), at most limit.
+func (s *Service) Pending(ctx context.Context, upTo time.Time, limit int, fn func(agent, id string) error) error {
+	bound := formatTime(upTo)
+	seen := 0
+	for shard := range NotifyShards {
+		q := store.Query{Index: store.GSI5, PK: NotifyPK(shard), SKUpTo: bound, Limit: store.MaxLimit}
+		for {
+			p, err := s.store.Query(ctx, q)
+			if err != nil {
+				return err
+			}
+			for _, it := range p.Items {
+				n, err := decodeNotification(it)
+				if err != nil || !n.Pending() {
+					continue
+				}
+				if err := fn(n.AgentID, n.ID); err != nil {
+					return err
+				}
+				if seen++; seen >= limit {
+					return nil
+				}
+			}
+			if p.Next == "" {
+				break
+			}
+			q.After = p.Next
+		}
+	}
+	return nil
+}
+
+func actsFor(agents []string, agent string) bool {
+	return slices.Contains(agents, "*") || slices.Contains(agents, agent)
+}

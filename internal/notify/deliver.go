@@ -1,0 +1,274 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// permanentError is a send failure no retry can mend (the channel is gone,
+// the destination is refused by the guard, the receiver rejected the
+// request as malformed).
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+func permanent(err error) error { return permanentError{err} }
+
+// Attempt makes one delivery attempt of notification id of agent and says
+// whether (and after how long) to try again. The outcome is committed on
+// the notification; its change is what schedules the next attempt.
+func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration, bool) {
+	it, err := s.store.Get(ctx, notificationKey(agent, id))
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			return s.backoff(1), true
+		}
+		return 0, false
+	}
+	n, err := decodeNotification(it)
+	if err != nil || !n.Pending() {
+		return 0, false
+	}
+	if wait := n.Wait(s.opt.Now()); wait > 0 {
+		return wait, true
+	}
+	c, err := s.channel(ctx, n.ChannelID)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		err = permanent(errors.New("channel deleted"))
+	case err == nil && !c.Serves(agent):
+		err = permanent(errors.New("the channel no longer serves this agent"))
+	case err == nil:
+		n.ChannelType = c.Type
+		actx, cancel := context.WithTimeout(ctx, s.opt.AttemptTimeout)
+		err = s.send(actx, c, n)
+		cancel()
+	}
+	now := s.opt.Now()
+	var outcome string
+	var after time.Duration
+	again := false
+	uerr := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, gerr := tx.Get(ctx, notificationKey(agent, id))
+		if gerr != nil || !ok {
+			outcome = ""
+			return gerr
+		}
+		cur, derr := decodeNotification(it)
+		if derr != nil || !cur.Pending() {
+			outcome = ""
+			return derr
+		}
+		cur.ChannelType = n.ChannelType
+		if err == nil {
+			cur.Delivered(now)
+			outcome = "delivered"
+		} else {
+			var p permanentError
+			cur.Failed(now, describe(err), errors.As(err, &p), s.opt.MaxAttempts, s.backoff)
+			outcome, after, again = "failed", cur.Wait(now), !cur.Dead
+			if cur.Dead {
+				outcome = "dead"
+			}
+		}
+		next, merr := notificationItem(cur)
+		if merr != nil {
+			return merr
+		}
+		tx.Put(next)
+		return nil
+	})
+	if uerr != nil {
+		if err == nil {
+			s.log.Error("notification sent but not recorded; the retry sends the same webhook-id", "agent", agent, "notification", id, "err", uerr)
+		}
+		return s.backoff(1), true
+	}
+	if outcome == "" {
+		return 0, false
+	}
+	typ := string(n.ChannelType)
+	if typ == "" {
+		typ = "unknown"
+	}
+	s.opt.Metrics.Record(metrics.Notifications, 1, typ, outcome)
+	switch outcome {
+	case "delivered":
+		if at := n.Event.Time(); !at.IsZero() {
+			s.opt.Metrics.Record(metrics.NotificationLatency, max(0, now.Sub(at).Seconds()), typ)
+		}
+		s.log.Info("notification delivered", "agent", agent, "notification", id, "channel", n.ChannelID, "event", n.Event.Type)
+	case "dead":
+		s.log.Warn("notification dead-lettered", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err))
+	default:
+		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err))
+	}
+	return after, again
+}
+
+func (s *Service) backoff(attempts int) time.Duration {
+	return alert.Backoff(s.opt.BaseBackoff, s.opt.MaxBackoff)(attempts)
+}
+
+// describe is what a notification keeps of a failed send: never a secret
+// (URLs are not included: a Slack URL is one).
+func describe(err error) string {
+	var h httpStatusError
+	if errors.As(err, &h) {
+		return h.Error()
+	}
+	switch {
+	case errors.Is(err, netguard.ErrRefused):
+		return "the destination's address is refused (loopback, private or special-purpose; see -allow-private-agents)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the receiver did not answer in time"
+	}
+	var p permanentError
+	if errors.As(err, &p) && !strings.Contains(p.Error(), "://") {
+		return p.Error()
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "://"); i >= 0 {
+		// net/http errors name the URL: keep only the class of failure.
+		if j := strings.LastIndex(msg, ": "); j > i {
+			return "could not reach the receiver: " + msg[j+2:]
+		}
+		return "could not reach the receiver"
+	}
+	return msg
+}
+
+// httpStatusError is an answer that is not a success.
+type httpStatusError struct {
+	Status int
+}
+
+func (e httpStatusError) Error() string {
+	if e.Status >= 300 && e.Status < 400 {
+		return fmt.Sprintf("the receiver answered %d (a redirect, not followed)", e.Status)
+	}
+	return fmt.Sprintf("the receiver answered %d", e.Status)
+}
+
+// send sends n to channel c once.
+func (s *Service) send(ctx context.Context, c storedChannel, n *alert.Notification) error {
+	var sec alert.Secret
+	if len(c.Sealed) > 0 {
+		if s.sealer == nil {
+			return errors.New("this process holds no key to open channel secrets")
+		}
+		plain, err := s.sealer.Open(ctx, c.Sealed, sealAgent, c.ID)
+		if err != nil {
+			return errors.New("the channel's secret could not be opened")
+		}
+		err = json.Unmarshal(plain, &sec)
+		clear(plain)
+		if err != nil {
+			return permanent(errors.New("the channel's secret is malformed"))
+		}
+	}
+	link := alert.ConsoleLink(s.opt.PublicURL, n)
+	switch c.Type {
+	case alert.Webhook:
+		body, err := alert.WebhookBody(n)
+		if err != nil {
+			return permanent(err)
+		}
+		wh, err := standardwebhooks.NewWebhook(sec.WebhookSecret)
+		if err != nil {
+			return permanent(errors.New("the webhook secret is malformed"))
+		}
+		now := s.opt.Now()
+		sig, err := wh.Sign(n.ID, now, body)
+		if err != nil {
+			return permanent(err)
+		}
+		return s.post(ctx, c.URL, body, map[string]string{
+			"webhook-id": n.ID, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": sig,
+		})
+	case alert.Slack:
+		body, err := alert.SlackBody(n, link)
+		if err != nil {
+			return permanent(err)
+		}
+		return s.post(ctx, sec.SlackURL, body, nil)
+	case alert.PagerDuty:
+		body, err := alert.PagerDutyBody(n, sec.RoutingKey, link)
+		if err != nil {
+			return permanent(err)
+		}
+		return s.post(ctx, c.URL, body, nil)
+	case alert.Email:
+		if s.mail == nil {
+			return permanent(errors.New("this server has no mail sender"))
+		}
+		return s.mail.SendMail(ctx, c.To, alert.MailOf(n, link))
+	case alert.EventBridge:
+		if s.events == nil {
+			return permanent(errors.New("this server cannot put EventBridge events"))
+		}
+		body, err := alert.WebhookBody(n)
+		if err != nil {
+			return permanent(err)
+		}
+		at := n.Event.Time()
+		if at.IsZero() {
+			at = s.opt.Now()
+		}
+		return s.events.PutEvent(ctx, c.EventBusName, string(n.Event.Type), body, at)
+	}
+	return permanent(fmt.Errorf("unknown channel type %q", c.Type))
+}
+
+// post sends body as JSON to url with headers. A 2xx answer is success;
+// a 4xx answer is permanent (the receiver refuses this request) except 408,
+// 409, 425 and 429; anything else (5xx, 3xx, no answer) is retried.
+func (s *Service) post(ctx context.Context, url string, body []byte, headers map[string]string) error {
+	if s.http == nil {
+		return permanent(errors.New("this server sends no HTTP notifications"))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return permanent(errors.New("the channel's URL is not valid"))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "clockwork-notifications")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		if errors.Is(err, netguard.ErrRefused) {
+			return permanent(err)
+		}
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusConflict ||
+		resp.StatusCode == http.StatusTooEarly || resp.StatusCode == http.StatusTooManyRequests:
+		return httpStatusError{resp.StatusCode}
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return permanent(httpStatusError{resp.StatusCode})
+	}
+	return httpStatusError{resp.StatusCode}
+}

@@ -1,0 +1,217 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// The record types whose changes HandleChange reads (besides its own
+// notifications); the feed and the AWS stream filter route them here.
+const (
+	typeExpectation  = "expectation"
+	typeVerification = "verification"
+)
+
+// HandledTypes are the item types HandleChange acts on.
+var HandledTypes = []string{typeExpectation, typeVerification, TypeNotification}
+
+// HandleChange processes one committed change (a feed.Handler): an
+// expectation or VERIFY change that is an alert event becomes one
+// notification per matching rule and channel (created once: a replayed
+// change finds them made); a notification waiting for delivery is handed
+// to the Enqueuer. An error means the change must be retried.
+func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
+	switch ch.Type() {
+	case TypeNotification:
+		return s.notificationChanged(ctx, ch)
+	case typeExpectation:
+		occs, err := expectationOccurrences(ch)
+		if err != nil || len(occs) == 0 {
+			return err
+		}
+		return s.emit(ctx, occs)
+	case typeVerification:
+		occs, err := verificationOccurrences(ch)
+		if err != nil || len(occs) == 0 {
+			return err
+		}
+		return s.emit(ctx, occs)
+	}
+	return nil
+}
+
+// transitions is the part of an expectation record that says whether a
+// change can be an alert event, decoded before the whole record is.
+type transitions struct {
+	Lapse       *struct{} `json:"lapse"`
+	SatisfiedBy *struct{} `json:"satisfiedBy"`
+	Delivery    *struct {
+		DeadLettered bool `json:"deadLettered"`
+	} `json:"delivery"`
+}
+
+func (t transitions) dead() bool { return t.Delivery != nil && t.Delivery.DeadLettered }
+
+func expectationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
+	if ch.New == nil {
+		return nil, nil
+	}
+	var o, n transitions
+	if ch.Old != nil {
+		_ = json.Unmarshal(ch.Old.Data, &o)
+	}
+	if err := json.Unmarshal(ch.New.Data, &n); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
+	}
+	lapsed := n.Lapse != nil && o.Lapse == nil
+	recovered := n.Lapse != nil && n.SatisfiedBy != nil && o.SatisfiedBy == nil
+	dead := n.dead() && !o.dead()
+	if !lapsed && !recovered && !dead {
+		return nil, nil
+	}
+	var cur expect.Record
+	if err := json.Unmarshal(ch.New.Data, &cur); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
+	}
+	var old *expect.Record
+	if ch.Old != nil {
+		old = &expect.Record{}
+		if err := json.Unmarshal(ch.Old.Data, old); err != nil {
+			old = nil
+		}
+	}
+	return alert.FromExpectation(old, &cur, ch.New.Data), nil
+}
+
+// verificationView is the part of a VERIFY item the check reads first.
+type verificationView struct {
+	Verification struct {
+		Verdict anticipate.Verdict `json:"verdict"`
+	} `json:"verification"`
+}
+
+func verificationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
+	if ch.New == nil {
+		return nil, nil
+	}
+	var o, n verificationView
+	if ch.Old != nil {
+		_ = json.Unmarshal(ch.Old.Data, &o)
+	}
+	if err := json.Unmarshal(ch.New.Data, &n); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
+	}
+	if n.Verification.Verdict != anticipate.VerdictFail || o.Verification.Verdict == anticipate.VerdictFail {
+		return nil, nil
+	}
+	var full struct {
+		Verification json.RawMessage `json:"verification"`
+	}
+	if err := json.Unmarshal(ch.New.Data, &full); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
+	}
+	var v anticipate.Verification
+	if err := json.Unmarshal(full.Verification, &v); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
+	}
+	return alert.FromVerification(o.Verification.Verdict, &v, full.Verification), nil
+}
+
+// emit creates the notifications of occs by their agent's rules.
+func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
+	agent := occs[0].Event.Data.AgentID
+	rules, err := s.Rules(ctx, agent)
+	if err != nil || len(rules.Rules) == 0 {
+		return err
+	}
+	for _, occ := range occs {
+		for _, r := range rules.Rules {
+			if !r.Matches(occ) {
+				continue
+			}
+			if err := s.create(ctx, agent, r, occ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// create commits the notifications of one occurrence under one rule, with
+// the rule's cooldown decided in the same commit.
+func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ alert.Occurrence) error {
+	now := s.opt.Now()
+	ruleID := r.ID()
+	dedup := alert.DedupKey(agent, "E#"+occ.About.ExpectationID)
+	if occ.About.ExpectationID == "" {
+		dedup = alert.DedupKey(agent, "V#"+occ.Key)
+	}
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		heldBack := 0
+		if d := r.CooldownOf(); d > 0 {
+			key := cooldownKey(agent, ruleID)
+			it, ok, err := tx.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			var cd alert.Cooldown
+			if ok {
+				_ = json.Unmarshal(it.Data, &cd)
+			}
+			send, held, changed := cd.Admit(occ.Key, d, now)
+			if changed {
+				b, _ := json.Marshal(cd)
+				tx.Put(store.Item{Key: key, Type: TypeCooldown, Data: b})
+			}
+			if !send {
+				if changed {
+					s.opt.Metrics.Record(metrics.NotificationsHeld, 1)
+				}
+				return nil
+			}
+			heldBack = held
+		}
+		for _, chID := range r.Channels {
+			id := alert.NotificationID(occ.Key, ruleID, chID)
+			_, exists, err := tx.Get(ctx, notificationKey(agent, id))
+			if err != nil {
+				return err
+			}
+			if exists {
+				continue // a replayed change: made already
+			}
+			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, Event: occ.Event, About: occ.About,
+				DedupKey: dedup, CreatedAt: formatTime(now)}
+			n.Event.Data.HeldBack = heldBack
+			it, err := notificationItem(n)
+			if err != nil {
+				return err
+			}
+			tx.Put(it)
+		}
+		return nil
+	})
+}
+
+// notificationChanged hands a notification that waits for delivery to the
+// Enqueuer, for its next attempt's time.
+func (s *Service) notificationChanged(ctx context.Context, ch store.Change) error {
+	if ch.New == nil || s.queue == nil {
+		return nil
+	}
+	n, err := decodeNotification(*ch.New)
+	if err != nil {
+		return err
+	}
+	if !n.Pending() {
+		return nil
+	}
+	return s.queue.EnqueueNotification(ctx, n.AgentID, n.ID, s.opt.Now().Add(n.Wait(s.opt.Now())))
+}

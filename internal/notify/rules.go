@@ -1,0 +1,89 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// PutRules replaces agent's alert rules, set by a principal acting for
+// agents (the caller checked it may act for agent). A rule may name only
+// channels the principal can see that serve agent. Errors: Invalid
+// naming the field (an unknown channel or event type among them).
+func (s *Service) PutRules(ctx context.Context, agents []string, agent string, body []byte) (alert.Rules, error) {
+	known := map[string]bool{}
+	var channels []alert.Channel
+	var loadErr error
+	usable := func(id string) bool {
+		if v, ok := known[id]; ok {
+			return v
+		}
+		c, err := s.channel(ctx, id)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			loadErr = err
+		}
+		known[id] = err == nil && c.VisibleTo(agents) && c.Serves(agent)
+		if known[id] {
+			channels = append(channels, c.Channel)
+		}
+		return known[id]
+	}
+	rules, err := alert.ParseRules(agent, body, usable)
+	if loadErr != nil {
+		return alert.Rules{}, loadErr
+	}
+	if err != nil {
+		return alert.Rules{}, err
+	}
+	rules.UpdatedAt = formatTime(s.opt.Now())
+	b, err := json.Marshal(rules)
+	if err != nil {
+		return alert.Rules{}, err
+	}
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		if _, _, err := tx.Get(ctx, rulesKey(agent)); err != nil {
+			return err
+		}
+		tx.Put(store.Item{Key: rulesKey(agent), Type: TypeRules, Data: b})
+		return nil
+	})
+	return rules, err
+}
+
+// Rules returns agent's rules (an empty list when it has none).
+func (s *Service) Rules(ctx context.Context, agent string) (alert.Rules, error) {
+	it, err := s.store.Get(ctx, rulesKey(agent))
+	if errors.Is(err, store.ErrNotFound) {
+		return alert.Rules{AgentID: agent, Rules: []alert.Rule{}}, nil
+	}
+	if err != nil {
+		return alert.Rules{}, err
+	}
+	var r alert.Rules
+	if err := json.Unmarshal(it.Data, &r); err != nil {
+		return alert.Rules{}, err
+	}
+	if r.Rules == nil {
+		r.Rules = []alert.Rule{}
+	}
+	return r, nil
+}
+
+// DeleteRules removes agent's rules. Errors: NotFound when it has none.
+func (s *Service) DeleteRules(ctx context.Context, agent string) error {
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		_, ok, err := tx.Get(ctx, rulesKey(agent))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errs.E(errs.NotFound, "agent %q has no alert rules", agent)
+		}
+		tx.Delete(rulesKey(agent))
+		return nil
+	})
+}

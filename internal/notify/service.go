@@ -1,0 +1,296 @@
+// Package notify tells humans: it keeps the alert channels (their secrets
+// sealed like outbound credentials) and each agent's rules, turns the
+// changes the feed processes into notifications (one item per event and
+// channel, created once), and delivers them at least once with retries,
+// backoff and per-channel dead letters, apart from the lapse tasks so that
+// a slow receiver never delays one. The decisions are internal/alert's.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/credentials"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// sealAgent is the agent under which channel secrets are sealed (the
+// scheme is the channel id): no card's credentials are sealed under it.
+const sealAgent = "clockwork:channel"
+
+// MailSender sends one plain-text e-mail (SMTP on the embedded default,
+// Amazon SES on AWS).
+type MailSender interface {
+	SendMail(ctx context.Context, to []string, m alert.Mail) error
+}
+
+// EventPutter puts one event on an EventBridge bus (AWS only).
+type EventPutter interface {
+	PutEvent(ctx context.Context, bus, detailType string, detail []byte, at time.Time) error
+}
+
+// Enqueuer is told of each notification to attempt: the embedded worker
+// pool, or on AWS the timer queue.
+type Enqueuer interface {
+	EnqueueNotification(ctx context.Context, agentID, id string, at time.Time) error
+}
+
+// Options configure a Service.
+type Options struct {
+	// MaxAttempts before a notification is dead-lettered (default 10).
+	MaxAttempts int
+	// BaseBackoff doubles per failed attempt up to MaxBackoff (defaults
+	// 1s and 5m: ten attempts span about a quarter of an hour).
+	BaseBackoff, MaxBackoff time.Duration
+	// AttemptTimeout bounds one send (default 10s).
+	AttemptTimeout time.Duration
+	// PublicURL is the server's public base URL, for console links in
+	// Slack, e-mail and PagerDuty ("": no links).
+	PublicURL string
+	// InsecureURLs accepts http:// destinations (set with private
+	// destinations allowed, for loopback receivers).
+	InsecureURLs bool
+	Metrics      metrics.Recorder
+	Now          func() time.Time
+}
+
+// Service is the alerting service. It is safe for concurrent use.
+type Service struct {
+	store  store.Store
+	sealer credentials.Sealer
+	http   *http.Client
+	mail   MailSender
+	events EventPutter
+	queue  Enqueuer
+	opt    Options
+	log    *slog.Logger
+}
+
+// New returns a Service. client sends webhooks, Slack and PagerDuty (a
+// guarded client: internal/netguard); redirects are never followed (a 3xx
+// answer is a failed attempt), so no secret-bearing request is replayed
+// elsewhere. mail and events may be nil (no e-mail, no EventBridge
+// channels). sealer nil makes channels with secrets fail to save.
+func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail MailSender, events EventPutter, opt Options, log *slog.Logger) *Service {
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 10
+	}
+	if opt.BaseBackoff <= 0 {
+		opt.BaseBackoff = time.Second
+	}
+	if opt.MaxBackoff <= 0 {
+		opt.MaxBackoff = 5 * time.Minute
+	}
+	if opt.AttemptTimeout <= 0 {
+		opt.AttemptTimeout = 10 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	opt.Metrics = metrics.Or(opt.Metrics)
+	if client != nil {
+		c := *client
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		client = &c
+	}
+	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log}
+}
+
+// SetEnqueuer sets who is told of new and retried notifications.
+func (s *Service) SetEnqueuer(q Enqueuer) { s.queue = q }
+
+// Capabilities says which channel types this service can send.
+func (s *Service) Capabilities() alert.Capabilities {
+	return alert.Capabilities{EventBridge: s.events != nil, Email: s.mail != nil, InsecureURLs: s.opt.InsecureURLs}
+}
+
+// ChannelView is a channel as the API shows it: never its secret, except
+// a generated webhook secret in the answer to the PUT that made it.
+type ChannelView struct {
+	alert.Channel
+	Secret string `json:"secret,omitempty"`
+}
+
+// PutChannel creates or replaces channel id for a principal acting for
+// agents. Errors: Invalid naming the field; NotFound when the id is
+// another tenant's channel (as if it did not exist, so ids do not leak
+// across tenants, and it cannot be taken over); Unavailable when the
+// secret cannot be sealed.
+func (s *Service) PutChannel(ctx context.Context, agents []string, id string, body []byte) (ChannelView, bool, error) {
+	ch, sec, generated, err := alert.ParseChannel(id, body, s.Capabilities())
+	if err != nil {
+		return ChannelView{}, false, err
+	}
+	var sealed []byte
+	if !sec.Empty() {
+		if s.sealer == nil {
+			return ChannelView{}, false, errs.E(errs.Unavailable, "this process holds no key to seal channel secrets")
+		}
+		plain, _ := json.Marshal(sec)
+		sealed, err = s.sealer.Seal(ctx, plain, sealAgent, id)
+		clear(plain)
+		if err != nil {
+			return ChannelView{}, false, errs.E(errs.Unavailable, "the channel's secret could not be sealed; try again")
+		}
+	}
+	now := formatTime(s.opt.Now())
+	created := false
+	var out alert.Channel
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, channelKey(id))
+		if err != nil {
+			return err
+		}
+		next := storedChannel{Channel: ch, Sealed: sealed}
+		next.Owners = slices.Clone(agents)
+		next.CreatedAt, next.UpdatedAt = now, now
+		created = !ok
+		if ok {
+			var cur storedChannel
+			if err := json.Unmarshal(it.Data, &cur); err != nil {
+				return err
+			}
+			if !cur.ManageableBy(agents) {
+				return errs.E(errs.NotFound, "no channel %q that this token may change", id)
+			}
+			next.Owners, next.CreatedAt = cur.Owners, cur.CreatedAt
+		}
+		item, err := channelItem(next)
+		if err != nil {
+			return err
+		}
+		tx.Put(item)
+		out = next.Channel
+		return nil
+	})
+	if err != nil {
+		return ChannelView{}, false, err
+	}
+	v := ChannelView{Channel: out}
+	if generated {
+		v.Secret = sec.WebhookSecret
+	}
+	return v, created, nil
+}
+
+// channel reads channel id with its sealed secret. Errors: NotFound.
+func (s *Service) channel(ctx context.Context, id string) (storedChannel, error) {
+	var c storedChannel
+	if alert.ValidChannelID(id) != "" {
+		return c, errs.E(errs.NotFound, "no channel %q", id)
+	}
+	it, err := s.store.Get(ctx, channelKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return c, errs.E(errs.NotFound, "no channel %q", id)
+	}
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(it.Data, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Channel returns channel id if a principal acting for agents may see it.
+// Errors: NotFound (also for another tenant's channel).
+func (s *Service) Channel(ctx context.Context, agents []string, id string) (alert.Channel, error) {
+	c, err := s.channel(ctx, id)
+	if err != nil {
+		return alert.Channel{}, err
+	}
+	if !c.VisibleTo(agents) {
+		return alert.Channel{}, errs.E(errs.NotFound, "no channel %q", id)
+	}
+	return c.Channel, nil
+}
+
+// Channels lists the channels a principal acting for agents may see, by id.
+func (s *Service) Channels(ctx context.Context, agents []string) ([]alert.Channel, error) {
+	out := []alert.Channel{}
+	q := store.Query{Index: store.GSI5, PK: channelsPK, Limit: store.MaxLimit}
+	for {
+		p, err := s.store.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range p.Items {
+			var c storedChannel
+			if json.Unmarshal(it.Data, &c) == nil && c.VisibleTo(agents) {
+				out = append(out, c.Channel)
+			}
+		}
+		if p.Next == "" {
+			return out, nil
+		}
+		q.After = p.Next
+	}
+}
+
+// DeleteChannel removes channel id. Notifications still waiting for it
+// are dead-lettered at their next attempt ("channel deleted"). Errors:
+// NotFound (also for a channel the principal may not change).
+func (s *Service) DeleteChannel(ctx context.Context, agents []string, id string) error {
+	if alert.ValidChannelID(id) != "" {
+		return errs.E(errs.NotFound, "no channel %q", id)
+	}
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, channelKey(id))
+		if err != nil {
+			return err
+		}
+		var cur storedChannel
+		if ok {
+			err = json.Unmarshal(it.Data, &cur)
+		}
+		if !ok || err != nil || !cur.ManageableBy(agents) {
+			return errs.E(errs.NotFound, "no channel %q that this token may change", id)
+		}
+		tx.Delete(channelKey(id))
+		return nil
+	})
+}
+
+// TestResult says how a channel.test went.
+type TestResult struct {
+	ChannelID string `json:"channelId"`
+	Delivered bool   `json:"delivered"`
+	Error     string `json:"error,omitempty"`
+	// NotificationID is the test notification's id (its webhook-id).
+	NotificationID string `json:"notificationId"`
+}
+
+// TestChannel sends a channel.test event to channel id now, once, and says
+// how it went (a failed send is an answer, not an error). Errors: NotFound.
+func (s *Service) TestChannel(ctx context.Context, agents []string, id string) (TestResult, error) {
+	c, err := s.channel(ctx, id)
+	if err != nil {
+		return TestResult{}, err
+	}
+	if !c.VisibleTo(agents) {
+		return TestResult{}, errs.E(errs.NotFound, "no channel %q", id)
+	}
+	now := s.opt.Now()
+	n := &alert.Notification{
+		ID: alert.NotificationID("test\x00"+formatTime(now), "", id), ChannelID: id, ChannelType: c.Type,
+		Event:    alert.Event{Type: alert.ChannelTest, Timestamp: formatTime(now), Data: alert.EventData{ChannelID: id}},
+		DedupKey: alert.DedupKey("", "test\x00"+id), CreatedAt: formatTime(now),
+	}
+	res := TestResult{ChannelID: id, NotificationID: n.ID}
+	if err := s.send(ctx, c, n); err != nil {
+		res.Error = describe(err)
+		return res, nil
+	}
+	res.Delivered = true
+	return res, nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
