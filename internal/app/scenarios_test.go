@@ -59,6 +59,7 @@ var scenarios = []struct {
 	{"MCPHostConfigs", scenarioMCPHostConfigs},
 	{"ConsoleListings", scenarioConsoleListings},
 	{"MetricsMove", scenarioMetricsMove},
+	{"Alerts", scenarioAlerts},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

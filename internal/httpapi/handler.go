@@ -41,10 +41,10 @@ type Handler struct {
 	Credentials *credentials.Service
 	// Notify keeps alert channels and rules; nil answers their routes
 	// with 503.
-	Notify *notify.Service
-	Auth   Authenticator
-	Log         *slog.Logger
-	MaxBody     int64
+	Notify  *notify.Service
+	Auth    Authenticator
+	Log     *slog.Logger
+	MaxBody int64
 	// MaxBundleBytes bounds an evidence bundle's response (0: streamed,
 	// unbounded); see LambdaBundleBytes.
 	MaxBundleBytes int64

@@ -1,0 +1,432 @@
+package app
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/notify"
+)
+
+// receiver is a loopback HTTP receiver of one channel type that checks
+// each request against the documented payload (check) and keeps what it
+// accepted. While down it answers 503.
+type receiver struct {
+	t     *testing.T
+	srv   *httptest.Server
+	check func(r *http.Request, body []byte) (map[string]any, error)
+
+	mu       sync.Mutex
+	down     bool
+	got      []map[string]any
+	ids      map[string][]string // webhook-id -> bodies accepted
+	refused  int
+	problems []string
+}
+
+func newReceiver(t *testing.T, check func(*http.Request, []byte) (map[string]any, error)) *receiver {
+	rc := &receiver{t: t, check: check, ids: map[string][]string{}}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if rc.down {
+			rc.refused++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		m, err := rc.check(r, body)
+		if err != nil {
+			rc.problems = append(rc.problems, err.Error())
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		rc.got = append(rc.got, m)
+		if id := r.Header.Get("webhook-id"); id != "" {
+			rc.ids[id] = append(rc.ids[id], string(body))
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"status":"success"}`))
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) setDown(down bool) {
+	rc.mu.Lock()
+	rc.down = down
+	rc.mu.Unlock()
+}
+
+// waitFor waits until accepted holds what cond needs, and returns it.
+func (rc *receiver) waitFor(what string, cond func([]map[string]any) bool) []map[string]any {
+	rc.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rc.mu.Lock()
+		got := append([]map[string]any(nil), rc.got...)
+		problems := append([]string(nil), rc.problems...)
+		rc.mu.Unlock()
+		if len(problems) > 0 {
+			rc.t.Fatalf("%s: the receiver refused malformed notifications: %v", what, problems)
+		}
+		if cond(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			rc.t.Fatalf("%s: never received; got %v", what, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ofType(typ alert.EventType) func(m map[string]any) bool {
+	return func(m map[string]any) bool { return m["type"] == string(typ) }
+}
+
+func count(got []map[string]any, f func(map[string]any) bool) int {
+	n := 0
+	for _, m := range got {
+		if f(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// webhookReceiver verifies every request with the Standard Webhooks
+// reference library, as a receiver in the field would.
+func webhookReceiver(t *testing.T, secret string) *receiver {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newReceiver(t, func(r *http.Request, body []byte) (map[string]any, error) {
+		if err := wh.Verify(body, r.Header); err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		err := json.Unmarshal(body, &m)
+		return m, err
+	})
+}
+
+// slackReceiver checks an incoming-webhook body: text, and blocks of
+// known types.
+func slackReceiver(t *testing.T) *receiver {
+	return newReceiver(t, func(r *http.Request, body []byte) (map[string]any, error) {
+		var m struct {
+			Text   string           `json:"text"`
+			Blocks []map[string]any `json:"blocks"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil || m.Text == "" || len(m.Blocks) == 0 {
+			return nil, errf("slack body %s", body)
+		}
+		for _, b := range m.Blocks {
+			switch b["type"] {
+			case "section", "context":
+			default:
+				return nil, errf("slack block type %v", b["type"])
+			}
+		}
+		return map[string]any{"text": m.Text}, nil
+	})
+}
+
+// pagerDutyReceiver checks an Events API v2 event.
+func pagerDutyReceiver(t *testing.T, routingKey string) *receiver {
+	return newReceiver(t, func(r *http.Request, body []byte) (map[string]any, error) {
+		var m struct {
+			RoutingKey  string `json:"routing_key"`
+			EventAction string `json:"event_action"`
+			DedupKey    string `json:"dedup_key"`
+			Payload     struct {
+				Summary, Source, Severity, Timestamp string
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, err
+		}
+		if m.RoutingKey != routingKey || (m.EventAction != "trigger" && m.EventAction != "resolve") || m.DedupKey == "" ||
+			m.Payload.Summary == "" || m.Payload.Source == "" || m.Payload.Timestamp == "" ||
+			!strings.Contains("critical error warning info", m.Payload.Severity) || m.Payload.Severity == "" {
+			return nil, errf("pagerduty event %s", body)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, m.Payload.Timestamp); err != nil {
+			return nil, errf("pagerduty timestamp %q", m.Payload.Timestamp)
+		}
+		return map[string]any{"action": m.EventAction, "dedup": m.DedupKey, "summary": m.Payload.Summary}, nil
+	})
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func errf(format string, args ...any) error {
+	b, _ := json.Marshal(args)
+	return errString(format + " " + string(b))
+}
+
+// mailbox is a real SMTP server (emersion/go-smtp) on loopback.
+type mailbox struct {
+	addr string
+	mu   sync.Mutex
+	msgs []mailMsg
+}
+
+type mailMsg struct {
+	from string
+	to   []string
+	data string
+}
+
+type mailSession struct {
+	box *mailbox
+	cur mailMsg
+}
+
+func (s *mailSession) Reset()        { s.cur = mailMsg{} }
+func (s *mailSession) Logout() error { return nil }
+func (s *mailSession) Mail(from string, _ *smtp.MailOptions) error {
+	s.cur.from = from
+	return nil
+}
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.cur.to = append(s.cur.to, to)
+	return nil
+}
+func (s *mailSession) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.cur.data = string(b)
+	s.box.mu.Lock()
+	s.box.msgs = append(s.box.msgs, s.cur)
+	s.box.mu.Unlock()
+	return nil
+}
+
+type mailBackend struct{ box *mailbox }
+
+func (b mailBackend) NewSession(*smtp.Conn) (smtp.Session, error) {
+	return &mailSession{box: b.box}, nil
+}
+
+func startMailbox(t *testing.T) *mailbox {
+	box := &mailbox{}
+	srv := smtp.NewServer(mailBackend{box})
+	srv.Domain = "localhost"
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	box.addr = ln.Addr().String()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return box
+}
+
+func (b *mailbox) waitFor(t *testing.T, n int) []mailMsg {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.mu.Lock()
+		msgs := append([]mailMsg(nil), b.msgs...)
+		b.mu.Unlock()
+		if len(msgs) >= n {
+			return msgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mail: %d messages, want %d", len(msgs), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// scenarioAlerts: a lapse reaches a signed webhook, Slack, PagerDuty
+// (trigger) and e-mail; a late fact resolves the PagerDuty incident with
+// the same dedup key; the agent refusing every lapse task makes a
+// delivery.dead; a failing VERIFY makes a verification.failed; a webhook
+// receiver that is down at first gets each notification after, under one
+// webhook-id; another tenant can neither see the channels nor attach
+// rules to this agent.
+func scenarioAlerts(t *testing.T) {
+	box := startMailbox(t)
+	e := startEnv(t, func(c *Config) {
+		c.Notify.BaseBackoff, c.Notify.MaxBackoff, c.Notify.MaxAttempts = 50*time.Millisecond, 300*time.Millisecond, 40
+		c.SMTP = &notify.SMTP{Addr: box.addr, From: "clockwork@example.com"}
+	})
+	ag := register(t, e, "1.0")
+	ag.FailNext(1000, 500) // the agent is the broken thing: its lapse tasks die
+
+	secret := alert.NewWebhookSecret()
+	hook := webhookReceiver(t, secret)
+	slack := slackReceiver(t)
+	pd := pagerDutyReceiver(t, "R0UT1NGKEY")
+	hook.setDown(true)
+
+	e.must(201, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": hook.srv.URL + "/hook", "secret": secret}))
+	e.must(201, e.call("PUT", "/v1/channels/ops-slack", map[string]any{"type": "slack", "url": slack.srv.URL + "/services/T0/B0/xyz"}))
+	e.must(201, e.call("PUT", "/v1/channels/ops-pd", map[string]any{"type": "pagerduty", "routingKey": "R0UT1NGKEY", "url": pd.srv.URL + "/v2/enqueue"}))
+	e.must(201, e.call("PUT", "/v1/channels/ops-mail", map[string]any{"type": "email", "to": []string{"ops@example.com"}}))
+	// A generated secret is answered once; no answer carries a secret after.
+	var gen map[string]any
+	e.must(201, e.call("PUT", "/v1/channels/gen-hook", map[string]any{"type": "webhook", "url": hook.srv.URL + "/other"})).json(t, &gen)
+	if s, _ := gen["secret"].(string); !strings.HasPrefix(s, "whsec_") {
+		t.Fatalf("generated secret not answered: %v", gen)
+	}
+	for _, path := range []string{"/v1/channels", "/v1/channels/ops-hook", "/v1/channels/ops-slack", "/v1/channels/ops-pd", "/v1/channels/gen-hook"} {
+		body := string(e.must(200, e.call("GET", path, nil)).body)
+		for _, secretText := range []string{secret, "R0UT1NGKEY", "/services/T0/B0/xyz", gen["secret"].(string)} {
+			if strings.Contains(body, secretText) {
+				t.Fatalf("GET %s shows a secret: %s", path, body)
+			}
+		}
+	}
+	// Bad input names the field and changes nothing.
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/channels/bad", map[string]any{"type": "pager"})), "type")
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"nope"}}}})), "rules[0].channels[0]")
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.late"}, "channels": []string{"ops-hook"}}}})), "rules[0].on[0]")
+
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed", "expectation.recovered"}, "channels": []string{"ops-hook", "ops-slack", "ops-pd"}},
+		map[string]any{"on": []string{"delivery.dead"}, "channels": []string{"ops-hook"}},
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-mail"}, "kinds": []string{"payment"}, "lapses": []string{"overdue"}},
+	}}))
+
+	// Another tenant sees none of it and cannot attach rules here.
+	var list struct{ Channels []map[string]any }
+	e.must(200, e.call("GET", "/v1/channels", nil, tenantB)).json(t, &list)
+	if len(list.Channels) != 0 {
+		t.Fatalf("another tenant lists %v", list.Channels)
+	}
+	e.must(404, e.call("GET", "/v1/channels/ops-hook", nil, tenantB))
+	e.must(404, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:1/steal"}, tenantB))
+	e.must(404, e.call("POST", "/v1/channels/ops-hook/test", nil, tenantB))
+	e.must(404, e.call("DELETE", "/v1/channels/ops-hook", nil, tenantB))
+	e.must(403, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{}}, tenantB))
+	e.must(403, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=late", nil, tenantB))
+	e.must(200, e.call("PUT", "/v1/agents/agent-b", a2atestCard(t), tenantB))
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/agent-b/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-hook"}}}}, tenantB)), "rules[0].channels[0]")
+
+	// A lapse reaches every channel; the webhook receiver is down for a
+	// while first.
+	start := time.Now()
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("late", ts(200*time.Millisecond)))))
+	rec := e.waitRecord(agentID, "late", func(r *expect.Record) bool { return r.Lapse != nil })
+	slack.waitFor("slack lapse", func(g []map[string]any) bool {
+		return len(g) >= 1 && strings.Contains(g[0]["text"].(string), "late") && strings.Contains(g[0]["text"].(string), "overdue")
+	})
+	triggers := pd.waitFor("pagerduty trigger", func(g []map[string]any) bool { return len(g) >= 1 })
+	if triggers[0]["action"] != "trigger" {
+		t.Fatalf("pagerduty: %v", triggers[0])
+	}
+	msgs := box.waitFor(t, 1)
+	if !strings.Contains(msgs[0].data, "Subject: [clockwork] Expectation late") || msgs[0].to[0] != "ops@example.com" ||
+		!strings.Contains(msgs[0].data, "invoice 42 is paid") {
+		t.Fatalf("mail: %+v", msgs[0])
+	}
+	time.Sleep(time.Second)
+	hook.mu.Lock()
+	refused := hook.refused
+	hook.mu.Unlock()
+	if refused == 0 {
+		t.Fatal("the webhook receiver was never tried while down")
+	}
+	hook.setDown(false)
+	got := hook.waitFor("webhook lapse and dead delivery", func(g []map[string]any) bool {
+		return count(g, ofType(alert.Lapsed)) >= 1 && count(g, ofType(alert.DeliveryDead)) >= 1
+	})
+	t.Logf("lapse to webhook (receiver down ~1s first): %v", time.Since(start).Round(time.Millisecond))
+	for _, m := range got {
+		data := m["data"].(map[string]any)
+		if data["agentId"] != agentID || data["record"] == nil {
+			t.Fatalf("webhook payload: %v", m)
+		}
+		if m["type"] == string(alert.DeliveryDead) && data["reason"] == "" {
+			t.Fatalf("delivery.dead without reason: %v", m)
+		}
+	}
+	if rec.Lapse.Lapse != expect.Overdue {
+		t.Fatalf("lapse %v", rec.Lapse)
+	}
+
+	// A late fact resolves the incident, with the trigger's dedup key.
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.late", ts(0))}}))
+	resolved := pd.waitFor("pagerduty resolve", func(g []map[string]any) bool { return count(g, func(m map[string]any) bool { return m["action"] == "resolve" }) >= 1 })
+	for _, m := range resolved {
+		if m["dedup"] != triggers[0]["dedup"] {
+			t.Fatalf("resolve dedup %v, trigger %v", m["dedup"], triggers[0]["dedup"])
+		}
+	}
+	hook.waitFor("webhook recovered", func(g []map[string]any) bool { return count(g, ofType(alert.Recovered)) >= 1 })
+
+	// A failing VERIFY.
+	plan := "plan-alert"
+	var seedAgent string
+	{
+		var m map[string]any
+		_ = json.Unmarshal(variant(t, "ant-alert", plan), &m)
+		seedAgent = m["agent_id"].(string)
+	}
+	registerAs(t, e, seedAgent)
+	e.must(200, e.call("PUT", "/v1/agents/"+seedAgent+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"verification.failed"}, "channels": []string{"ops-hook"}}}}))
+	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-alert", plan)))
+	runPlan(t, e, plan, 3, []string{"iam_create_user", "iam_remove_user"}, allGood())
+	got = hook.waitFor("verification.failed", func(g []map[string]any) bool { return count(g, ofType(alert.VerificationFailed)) >= 1 })
+	for _, m := range got {
+		if m["type"] != string(alert.VerificationFailed) {
+			continue
+		}
+		data := m["data"].(map[string]any)
+		if data["planId"] != plan || data["anticipationId"] != "ant-alert" || data["verification"] == nil {
+			t.Fatalf("verification.failed payload: %v", m)
+		}
+	}
+
+	// Every webhook-id was accepted with one body, however often it came.
+	hook.mu.Lock()
+	for id, bodies := range hook.ids {
+		for _, b := range bodies[1:] {
+			if b != bodies[0] {
+				t.Errorf("webhook-id %s came with two bodies", id)
+			}
+		}
+	}
+	hook.mu.Unlock()
+
+	// The expectation's timeline lists its notifications.
+	var tl struct{ Notifications []alert.Notification }
+	e.must(200, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=late", nil)).json(t, &tl)
+	if len(tl.Notifications) < 5 {
+		t.Fatalf("timeline: %d notifications", len(tl.Notifications))
+	}
+	// The test route answers how it went.
+	var tr map[string]any
+	e.must(200, e.call("POST", "/v1/channels/ops-slack/test", nil)).json(t, &tr)
+	if tr["delivered"] != true {
+		t.Fatalf("test: %v", tr)
+	}
+}
+
+// a2atestCard is a card of a real SDK agent, for agents that only need one.
+func a2atestCard(t *testing.T) []byte { return a2atest.NewAgent(t, "1.0").Card() }
