@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -77,6 +78,19 @@ type Config struct {
 	// JudgeModel; its API key in the SSM SecureString JudgeAPIKeyParameter,
 	// which the stream function alone may read).
 	JudgeKind, JudgeModel, JudgeURL, JudgeAPIKeyParameter string
+	// SESFrom is the verified SES identity (an address) e-mail alert
+	// channels are sent from (SES_FROM); the functions that send
+	// notifications (api for a channel test, clock) are granted
+	// ses:SendEmail on it and on its domain. Empty: e-mail channels are
+	// refused.
+	SESFrom string
+	// AlertEventBuses are the EventBridge buses (names, comma-separated)
+	// eventbridge alert channels may name; the notifying functions are
+	// granted events:PutEvents on them (EVENTBRIDGE_ALERTS). Empty: none.
+	AlertEventBuses string
+	// PublicURL is the API's public base URL (PUBLIC_URL), for console
+	// links in notifications.
+	PublicURL string
 }
 
 // Retain reports whether the table, queues and logs outlive the stack.
@@ -156,7 +170,8 @@ func DefaultConfig(stage string) (Config, error) {
 
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
-	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins"}
+	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins",
+	"sesFrom", "alertEventBuses", "publicUrl"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -283,7 +298,56 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 	if err := c.checkJudge(); err != nil {
 		return c, err
 	}
+	if err := c.readAlerts(str); err != nil {
+		return c, err
+	}
 	return c, c.Check()
+}
+
+// plainAddress is an e-mail address without a display name (net/mail
+// would link package net, and with it cgo, into the CDK app).
+var plainAddress = regexp.MustCompile(`^[A-Za-z0-9.!#$%&'*+/=?^_{|}~-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`)
+
+var eventBusName = regexp.MustCompile(`^[/\.\-_A-Za-z0-9]{1,256}$`)
+
+// readAlerts reads the alert settings: sesFrom, alertEventBuses, publicUrl.
+func (c *Config) readAlerts(str func(string) (string, bool, error)) error {
+	from, _, err := str("sesFrom")
+	if err != nil {
+		return err
+	}
+	if from != "" {
+		if !plainAddress.MatchString(from) {
+			return fmt.Errorf("context sesFrom: %q is not a plain e-mail address; pass the verified SES identity, e.g. -c sesFrom=clockwork@example.com", from)
+		}
+	}
+	c.SESFrom = from
+	buses, _, err := str("alertEventBuses")
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, b := range strings.Split(buses, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		if !eventBusName.MatchString(b) {
+			return fmt.Errorf("context alertEventBuses: %q is not an event bus name; list names, comma-separated, e.g. -c alertEventBuses=default,ops", b)
+		}
+		names = append(names, b)
+	}
+	c.AlertEventBuses = strings.Join(names, ",")
+	public, _, err := str("publicUrl")
+	if err != nil {
+		return err
+	}
+	if public != "" {
+		if u, err := url.Parse(public); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("context publicUrl: %q is not an https URL, e.g. -c publicUrl=https://clockwork.example.com", public)
+		}
+	}
+	c.PublicURL = public
+	return nil
 }
 
 // checkJudge refuses a judge configuration the stream function could not

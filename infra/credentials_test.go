@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -26,7 +27,10 @@ func TestCredentialsKey(t *testing.T) {
 			}
 			want := fmt.Sprint([]any{getAtt(keyID, "Arn")})
 			grants := map[string]map[string]bool{
-				"api":        {"kms:GenerateDataKey": true},
+				// The API function opens channel secrets only (a channel's
+				// test): its Decrypt is conditioned on the encryption
+				// context, checked below.
+				"api":        {"kms:GenerateDataKey": true, "kms:Decrypt": true},
 				"stream":     {"kms:Decrypt": true},
 				"clock":      {"kms:Decrypt": true},
 				"authorizer": {},
@@ -41,6 +45,15 @@ func TestCredentialsKey(t *testing.T) {
 					if got && fmt.Sprint(acts[a]) != want {
 						t.Errorf("%s function: %s on %v, want the credentials key only", name, a, acts[a])
 					}
+				}
+			}
+			for _, st := range statementsOfRole(tj, roleOfFunction(t, tj, "clockwork-"+stage+"-api")) {
+				if fmt.Sprint(st["Action"]) != "kms:Decrypt" {
+					continue
+				}
+				cond := fmt.Sprint(st["Condition"])
+				if !strings.Contains(cond, "kms:EncryptionContext:clockwork:agent:"+ChannelSealAgent) {
+					t.Errorf("api function: kms:Decrypt without the channel encryption context condition: %v", st)
 				}
 			}
 		})

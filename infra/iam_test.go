@@ -49,8 +49,11 @@ var initEnv = map[string]string{
 
 // featureEnv names, for operations on an optional resource, the
 // environment variable (and value) of the function that uses it.
+// ("*": any value but none).
 var featureEnv = map[string][2]string{
-	"judge-model": {"JUDGE_KIND", "bedrock"},
+	"judge-model":     {"JUDGE_KIND", "bedrock"},
+	"alert-event-bus": {"EVENTBRIDGE_ALERTS", "true"},
+	"ses-identity":    {"SES_FROM", "*"},
 }
 
 // templateView resolves a synthesized template's IAM statements into
@@ -120,6 +123,10 @@ func (v *templateView) kind(res any) string {
 			return "group-schedules"
 		case strings.Contains(s, `foundation-model/`):
 			return "judge-model"
+		case strings.Contains(s, `:event-bus/`):
+			return "alert-event-bus"
+		case strings.Contains(s, `:identity/`):
+			return "ses-identity"
 		case strings.Contains(s, `:parameter/`) && strings.HasSuffix(strings.TrimSuffix(s, `"]]}`), "/tokens"):
 			return "tokens-parameter"
 		case strings.Contains(s, `:parameter/`) && strings.Contains(s, "verify-key"):
@@ -237,6 +244,15 @@ var notExercised = map[string][]string{
 	"clock": {"kms:Decrypt credentials-key"},
 }
 
+// featureOn reports whether a function's environment turns the feature on.
+func featureOn(env map[string]any, fe [2]string) bool {
+	v, set := env[fe[0]]
+	if fe[1] == "*" {
+		return set && fmt.Sprint(v) != ""
+	}
+	return fmt.Sprint(v) == fe[1]
+}
+
 // required returns, per function, what its role must grant: what it
 // performed in the end-to-end run (the init operations where the function
 // is configured to make them, optional features where configured), and
@@ -252,7 +268,7 @@ func (v *templateView) required(ops awsOperations) map[string][]string {
 		env := v.env(fn)
 		for _, op := range append(slices.Clone(ops.Functions[fn]), notExercised[fn]...) {
 			kind := op[strings.IndexByte(op, ' ')+1:]
-			if fe, ok := featureEnv[kind]; ok && fmt.Sprint(env[fe[0]]) != fe[1] {
+			if fe, ok := featureEnv[kind]; ok && !featureOn(env, fe) {
 				continue
 			}
 			add(fn, op)
@@ -389,4 +405,15 @@ func TestIAMCheckCatchesChanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// envOf returns the environment of the stack's function named fn.
+func (v *templateView) envOf(stack, fn string) map[string]any {
+	for _, r := range resources(v.tj, "AWS::Lambda::Function") {
+		if strings.TrimPrefix(fmt.Sprint(props(r)["FunctionName"]), stack+"-") == fn {
+			e, _ := props(r)["Environment"].(obj)["Variables"].(obj)
+			return e
+		}
+	}
+	return nil
 }

@@ -169,3 +169,36 @@ func TestMCPAllowedOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertsContext: the alert settings are read from context and refused
+// naming the key; staging (testConfig) deploys with them, its api and
+// clock functions alone holding SES_FROM and EVENTBRIDGE_ALERTS.
+func TestAlertsContext(t *testing.T) {
+	ctx := func(m map[string]any) func(string) (any, bool) {
+		return func(k string) (any, bool) { v, ok := m[k]; return v, ok }
+	}
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"sesFrom": "Ops <ops@example.com>"}, "sesFrom"},
+		{map[string]any{"alertEventBuses": "a b"}, "alertEventBuses"},
+		{map[string]any{"publicUrl": "http://x.example"}, "publicUrl"},
+	} {
+		if _, err := ConfigFromContext(ctx(c.m)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one naming %s", c.m, err, c.want)
+		}
+	}
+	c, err := ConfigFromContext(ctx(map[string]any{"sesFrom": "ops@example.com", "alertEventBuses": "default, ops", "publicUrl": "https://cw.example.com"}))
+	if err != nil || c.SESFrom != "ops@example.com" || c.AlertEventBuses != "default,ops" || c.PublicURL != "https://cw.example.com" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	sy := synth(t)["staging"]
+	for _, fn := range []string{"api", "clock", "stream", "grader"} {
+		env := (&templateView{tj: sy.json, fns: map[string]string{}}).envOf(sy.cfg.Name, fn)
+		want := fn == "api" || fn == "clock"
+		if (env["SES_FROM"] != nil) != want || (env["EVENTBRIDGE_ALERTS"] != nil) != want {
+			t.Errorf("%s function: SES_FROM %v, EVENTBRIDGE_ALERTS %v", fn, env["SES_FROM"], env["EVENTBRIDGE_ALERTS"])
+		}
+	}
+}

@@ -103,6 +103,11 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 			graph("Judge latency (s), p99", []awscloudwatch.IMetric{search(metrics.JudgeLatency, "p99", "")}, 8),
 		},
 		{
+			graph("Notifications by channel type and outcome", []awscloudwatch.IMetric{search(metrics.Notifications, "Sum", "")}, 8),
+			graph("Notifications held back by cooldowns", []awscloudwatch.IMetric{metric(metrics.NotificationsHeld, "Sum", "held", nil)}, 8),
+			graph("Event to notification (s) by channel type, p99", []awscloudwatch.IMetric{search(metrics.NotificationLatency, "p99", "")}, 8),
+		},
+		{
 			graph("HTTP requests by route and status", []awscloudwatch.IMetric{search(metrics.HTTPRequests, "Sum", "")}, 12),
 			graph("HTTP latency (s) by route, p99", []awscloudwatch.IMetric{search(metrics.HTTPLatency, "p99", "")}, 12),
 		},

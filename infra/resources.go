@@ -495,7 +495,60 @@ func (sb *stackBuilder) apiFunctions() {
 			Sid: s("OpenCredentials"), Actions: strs("kms:Decrypt"), Resources: &[]*string{st.CredentialsKey.KeyArn()},
 		}))
 	}
+	sb.alerts()
 }
+
+// alerts grants what sending alert notifications needs: the clock function
+// attempts them (timer-queue messages, the sweep), the API function sends
+// a channel's test. Both open channel secrets (the API only those: the
+// encryption context names the channel agent), and may send with SES from
+// the configured identity and put events on the configured buses.
+func (sb *stackBuilder) alerts() {
+	st, cfg, stack := sb.st, sb.cfg, sb.st.Stack
+	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("OpenChannelSecrets"), Actions: strs("kms:Decrypt"), Resources: &[]*string{st.CredentialsKey.KeyArn()},
+		Conditions: &map[string]interface{}{
+			"StringEquals": map[string]interface{}{"kms:EncryptionContext:clockwork:agent": ChannelSealAgent},
+		},
+	}))
+	notifying := []awslambda.Function{st.API, st.Clock}
+	for _, fn := range notifying {
+		if cfg.PublicURL != "" {
+			fn.AddEnvironment(s("PUBLIC_URL"), s(cfg.PublicURL), nil)
+		}
+	}
+	if cfg.SESFrom != "" {
+		domain := cfg.SESFrom[strings.LastIndexByte(cfg.SESFrom, '@')+1:]
+		var arns []*string
+		for _, id := range []string{cfg.SESFrom, domain} {
+			arns = append(arns, stack.FormatArn(&awscdk.ArnComponents{Service: s("ses"), Resource: s("identity"), ResourceName: s(id),
+				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME}))
+		}
+		for _, fn := range notifying {
+			fn.AddEnvironment(s("SES_FROM"), s(cfg.SESFrom), nil)
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("SendAlertMail"), Actions: strs("ses:SendEmail"), Resources: &arns,
+			}))
+		}
+	}
+	if cfg.AlertEventBuses != "" {
+		var arns []*string
+		for _, b := range strings.Split(cfg.AlertEventBuses, ",") {
+			arns = append(arns, stack.FormatArn(&awscdk.ArnComponents{Service: s("events"), Resource: s("event-bus"), ResourceName: s(b),
+				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME}))
+		}
+		for _, fn := range notifying {
+			fn.AddEnvironment(s("EVENTBRIDGE_ALERTS"), s("true"), nil)
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: s("PutAlertEvents"), Actions: strs("events:PutEvents"), Resources: &arns,
+			}))
+		}
+	}
+}
+
+// ChannelSealAgent is the agent under which internal/notify seals channel
+// secrets (the KMS encryption context's clockwork:agent).
+const ChannelSealAgent = "clockwork:channel"
 
 // httpAPI adds the HTTP API: its stage, authorizers and routes.
 func (sb *stackBuilder) httpAPI() {

@@ -62,6 +62,19 @@ var Routes = []Route{
 	{"GET", "/console/{asset}", true},
 	{"GET", "/v1/agents", false},
 	{"GET", "/v1/agents/{agentId}/anticipations", false},
+	// Alerts (internal/notify): channels, each agent's rules, dead
+	// notifications and an expectation's notifications.
+	{"PUT", "/v1/channels/{channelId}", false},
+	{"GET", "/v1/channels", false},
+	{"GET", "/v1/channels/{channelId}", false},
+	{"DELETE", "/v1/channels/{channelId}", false},
+	{"POST", "/v1/channels/{channelId}/test", false},
+	{"GET", "/v1/channels/{channelId}/deadletters", false},
+	{"POST", "/v1/channels/{channelId}/deadletters/{notificationId}/replay", false},
+	{"PUT", "/v1/agents/{agentId}/alerts", false},
+	{"GET", "/v1/agents/{agentId}/alerts", false},
+	{"DELETE", "/v1/agents/{agentId}/alerts", false},
+	{"GET", "/v1/agents/{agentId}/notifications", false},
 }
 
 // PushRoute is the route where A2A pushes land, which takes the A2A 0.3

@@ -112,6 +112,13 @@ func TestFunctions(t *testing.T) {
 					"SCHEDULER_DLQ_ARN":  getAtt(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-scheduler-dlq"), "Arn"),
 				},
 			}
+			if stage == "staging" {
+				// testConfig deploys staging with the alert settings: the
+				// functions that notify (api, clock) have them.
+				for _, fn := range []string{"api", "clock"} {
+					env[fn]["SES_FROM"], env[fn]["EVENTBRIDGE_ALERTS"], env[fn]["PUBLIC_URL"] = "clockwork@example.com", "true", "https://clockwork.example.com"
+				}
+			}
 			assets := map[string]bool{}
 			for _, name := range Functions {
 				_, fn := only(t, tj, "AWS::Lambda::Function", "FunctionName", "clockwork-"+stage+"-"+name)

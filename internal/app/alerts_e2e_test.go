@@ -284,6 +284,17 @@ func scenarioAlerts(t *testing.T) {
 	e.must(201, e.call("PUT", "/v1/channels/ops-slack", map[string]any{"type": "slack", "url": slack.srv.URL + "/services/T0/B0/xyz"}))
 	e.must(201, e.call("PUT", "/v1/channels/ops-pd", map[string]any{"type": "pagerduty", "routingKey": "R0UT1NGKEY", "url": pd.srv.URL + "/v2/enqueue"}))
 	e.must(201, e.call("PUT", "/v1/channels/ops-mail", map[string]any{"type": "email", "to": []string{"ops@example.com"}}))
+	// EventBridge exists on AWS only.
+	var busQueue string
+	sentBefore := 0
+	if e.aws {
+		var bus string
+		bus, busQueue = eventBusToQueue(t, "ops-bus-"+e.table)
+		e.must(201, e.call("PUT", "/v1/channels/ops-bus", map[string]any{"type": "eventbridge", "eventBusName": bus}))
+		sentBefore = sesSentCount(t)
+	} else {
+		hasErrorPath(t, e.must(400, e.call("PUT", "/v1/channels/ops-bus", map[string]any{"type": "eventbridge", "eventBusName": "default"})), "type")
+	}
 	// A generated secret is answered once; no answer carries a secret after.
 	var gen map[string]any
 	e.must(201, e.call("PUT", "/v1/channels/gen-hook", map[string]any{"type": "webhook", "url": hook.srv.URL + "/other"})).json(t, &gen)
@@ -310,6 +321,13 @@ func scenarioAlerts(t *testing.T) {
 		map[string]any{"on": []string{"delivery.dead"}, "channels": []string{"ops-hook"}},
 		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-mail"}, "kinds": []string{"payment"}, "lapses": []string{"overdue"}},
 	}}))
+	if e.aws {
+		var rules map[string]any
+		e.must(200, e.call("GET", "/v1/agents/"+agentID+"/alerts", nil)).json(t, &rules)
+		list := rules["rules"].([]any)
+		list = append(list, map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-bus"}})
+		e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": list}))
+	}
 
 	// Another tenant sees none of it and cannot attach rules here.
 	var list struct{ Channels []map[string]any }
@@ -339,10 +357,27 @@ func scenarioAlerts(t *testing.T) {
 	if triggers[0]["action"] != "trigger" {
 		t.Fatalf("pagerduty: %v", triggers[0])
 	}
-	msgs := box.waitFor(t, 1)
-	if !strings.Contains(msgs[0].data, "Subject: [clockwork] Expectation late") || msgs[0].to[0] != "ops@example.com" ||
-		!strings.Contains(msgs[0].data, "invoice 42 is paid") {
-		t.Fatalf("mail: %+v", msgs[0])
+	if e.aws {
+		// SES sent it (moto counts what it accepted), and the bus's rule
+		// delivered the event with clockwork's source and the event type.
+		deadline := time.Now().Add(30 * time.Second)
+		for sesSentCount(t) <= sentBefore {
+			if time.Now().After(deadline) {
+				t.Fatal("SES sent no e-mail for the lapse")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		evs := receiveEvents(t, busQueue, func(g []map[string]any) bool { return len(g) >= 1 })
+		detail, _ := evs[0]["detail"].(map[string]any)
+		if evs[0]["source"] != alert.EventBridgeSource || evs[0]["detail-type"] != string(alert.Lapsed) || detail["type"] != string(alert.Lapsed) {
+			t.Fatalf("EventBridge event: %v", evs[0])
+		}
+	} else {
+		msgs := box.waitFor(t, 1)
+		if !strings.Contains(msgs[0].data, "Subject: [clockwork] Expectation late") || msgs[0].to[0] != "ops@example.com" ||
+			!strings.Contains(msgs[0].data, "invoice 42 is paid") {
+			t.Fatalf("mail: %+v", msgs[0])
+		}
 	}
 	time.Sleep(time.Second)
 	hook.mu.Lock()
@@ -371,7 +406,9 @@ func scenarioAlerts(t *testing.T) {
 
 	// A late fact resolves the incident, with the trigger's dedup key.
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.late", ts(0))}}))
-	resolved := pd.waitFor("pagerduty resolve", func(g []map[string]any) bool { return count(g, func(m map[string]any) bool { return m["action"] == "resolve" }) >= 1 })
+	resolved := pd.waitFor("pagerduty resolve", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool { return m["action"] == "resolve" }) >= 1
+	})
 	for _, m := range resolved {
 		if m["dedup"] != triggers[0]["dedup"] {
 			t.Fatalf("resolve dedup %v, trigger %v", m["dedup"], triggers[0]["dedup"])
@@ -420,11 +457,23 @@ func scenarioAlerts(t *testing.T) {
 	if len(tl.Notifications) < 5 {
 		t.Fatalf("timeline: %d notifications", len(tl.Notifications))
 	}
-	// The test route answers how it went.
+	// The test route answers how it went (on AWS the API function sends it
+	// itself: SES and EventBridge too).
+	tested := []string{"ops-slack", "ops-mail"}
+	if e.aws {
+		tested = append(tested, "ops-bus")
+	}
+	for _, ch := range tested {
+		var tr map[string]any
+		e.must(200, e.call("POST", "/v1/channels/"+ch+"/test", nil)).json(t, &tr)
+		if tr["delivered"] != true {
+			t.Fatalf("test of %s: %v", ch, tr)
+		}
+	}
 	var tr map[string]any
-	e.must(200, e.call("POST", "/v1/channels/ops-slack/test", nil)).json(t, &tr)
-	if tr["delivered"] != true {
-		t.Fatalf("test: %v", tr)
+	e.must(200, e.call("POST", "/v1/channels/gen-hook/test", nil)).json(t, &tr)
+	if tr["delivered"] != false || tr["error"] != "the receiver answered 400" {
+		t.Fatalf("a failed test is an answer naming the failure: %v", tr)
 	}
 }
 

@@ -66,6 +66,8 @@ var resourceKinds = []struct {
 	{regexp.MustCompile(`^parameter//clockwork/test/cw-[0-9a-f]+/judge-api-key$`), "judge-key-parameter"},
 	{regexp.MustCompile(`^parameter//clockwork/test/tokens$`), "tokens-parameter"},
 	{regexp.MustCompile(`^foundation-model/.+$`), "judge-model"},
+	{regexp.MustCompile(`^event-bus/ops-bus-cw-[0-9a-f]+$`), "alert-event-bus"},
+	{regexp.MustCompile(`^identity/clockwork@example\.com$`), "ses-identity"},
 }
 
 func resourceKind(res string) (string, bool) {

@@ -195,6 +195,7 @@ func (e *testEnv) restartAWS() {
 		}
 		e.gradingQueue = g.URL
 	}
+	verifySESSender(e.t)
 	// Each function's main starts the runtime (awsrt.New): what it reads
 	// then, every one of them reads (awsops.Init).
 	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
@@ -209,6 +210,7 @@ func (e *testEnv) restartAWS() {
 		CredentialsKeyID: e.credentialsKey(), AgentHTTPClient: e.cfg.AgentHTTPClient,
 		AWSHTTPClient: recordingAWSClient(),
 		Metrics:       e.cfg.Metrics,
+		SESFrom:       sesSender, EventBridgeAlerts: true, Notify: e.cfg.Notify,
 	})
 	if err != nil {
 		e.t.Fatal(err)

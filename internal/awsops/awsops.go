@@ -176,6 +176,21 @@ func Classify(req *http.Request, body []byte) ([]Op, error) {
 		return []Op{{Action: "sqs:" + strings.TrimSuffix(op, "Batch"), Resource: "queue/" + str("QueueUrl")}}, nil
 	case service == "kms" && target != "":
 		return []Op{{Action: "kms:" + op, Resource: "key/" + str("KeyId")}}, nil
+	case service == "events" && op == "PutEvents":
+		// Authorized per bus the entries name.
+		var out []Op
+		entries, _ := params["Entries"].([]any)
+		for _, e := range entries {
+			bus, _ := e.(map[string]any)["EventBusName"].(string)
+			if bus == "" {
+				bus = "default"
+			}
+			out = append(out, Op{Action: "events:PutEvents", Resource: "event-bus/" + bus})
+		}
+		return out, nil
+	case service == "ses" && req.Method == http.MethodPost && req.URL.Path == "/v2/email/outbound-emails":
+		// SES v2 SendEmail: authorized on the sending identity.
+		return []Op{{Action: "ses:SendEmail", Resource: "identity/" + str("FromEmailAddress")}}, nil
 	case service == "ssm" && target != "":
 		return []Op{{Action: "ssm:" + op, Resource: "parameter/" + str("Name")}}, nil
 	case service == "scheduler":

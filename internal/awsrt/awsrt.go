@@ -37,6 +37,7 @@ import (
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/metrics/emf"
 	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/notify"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/scheduler"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
@@ -127,6 +128,18 @@ type Config struct {
 	// AgentHTTPClient overrides the guarded client lapse tasks are sent
 	// with (tests use it to trust a test CA).
 	AgentHTTPClient *http.Client
+	// SESFrom (SES_FROM) is the verified SES identity e-mail channels are
+	// sent from; without it e-mail channels are refused.
+	SESFrom string
+	// EventBridgeAlerts (EVENTBRIDGE_ALERTS) lets eventbridge channels be
+	// configured (the functions' role may put events on the buses).
+	EventBridgeAlerts bool
+	// PublicURL (PUBLIC_URL) is the API's public base URL, for console
+	// links in notifications.
+	PublicURL string
+	// Notify tunes notification delivery (retries and backoff; tests
+	// shorten them).
+	Notify notify.Options
 	// APIOptions are added to every AWS client (call counting in tests).
 	APIOptions []func(*middleware.Stack) error
 	// AWSHTTPClient, when set, sends every AWS request (tests record them
@@ -159,6 +172,7 @@ func FromEnv() (Config, error) {
 		TimerQueueURL:    os.Getenv("TIMER_QUEUE_URL"),
 		GradingQueueURL:  os.Getenv("GRADING_QUEUE_URL"),
 		MetricsNamespace: os.Getenv("METRICS_NAMESPACE"),
+		SESFrom:          os.Getenv("SES_FROM"), PublicURL: os.Getenv("PUBLIC_URL"),
 	}
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
@@ -171,6 +185,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.ModelGrading, err = envBool("MODEL_GRADING"); err != nil {
+		return c, err
+	}
+	if c.EventBridgeAlerts, err = envBool("EVENTBRIDGE_ALERTS"); err != nil {
 		return c, err
 	}
 	if c.SendToTimekeepers, err = envBool("SEND_TO_TIMEKEEPERS"); err != nil {
@@ -234,6 +251,8 @@ type Runtime struct {
 	Handler *httpapi.Handler
 	// Credentials keeps agents' outbound credentials sealed with KMS.
 	Credentials *credentials.Service
+	// Notify keeps alert channels and rules and delivers notifications.
+	Notify *notify.Service
 	Log         *slog.Logger
 	// EMF holds the metrics of the invocation under way, when the runtime
 	// records them as CloudWatch Embedded Metric Format (MustStart: the
@@ -373,6 +392,7 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 		sealer = &credentials.KMS{Client: &credentials.KMSClient{Config: ac}, KeyID: cfg.CredentialsKeyID}
 	}
 	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
+	r.Notify = newNotify(r, sealer)
 
 	r.authn = authorizer.Gateway{Log: cfg.Log}
 	if !cfg.TrustAuthorizer {
@@ -397,6 +417,7 @@ func (r *Runtime) API() *httpapi.Handler {
 		// rather than fail past the bound.
 		h.MaxBundleBytes = httpapi.LambdaBundleBytes
 		h.Credentials = r.Credentials
+		h.Notify = r.Notify
 		h.Metrics = r.Config.Metrics
 		h.MCPAllowedOrigins = r.Config.MCPAllowedOrigins
 		r.Handler = h
@@ -429,8 +450,9 @@ func (r *Runtime) startWorkers() {
 		r.Eval.SetGrader(g)
 	}
 	r.inline = &inlineOutbox{}
+	r.Notify.SetEnqueuer(notifyQueue{r})
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
-		Metrics: cfg.Metrics}
+		Alerts: r.Notify, Metrics: cfg.Metrics}
 }
 
 func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error) {

@@ -43,6 +43,12 @@ func (r *Runtime) HandleClock(ctx context.Context, in expect.Instant) error {
 			}
 		}
 	}
+	if in.Kind == expect.InstantNotify {
+		// As a lapse task's: the outcome is committed on the
+		// notification, whose change enqueues the next attempt.
+		r.Notify.Attempt(ctx, in.AgentID, in.ExpectationID)
+		return nil
+	}
 	if in.Kind == expect.InstantDeliver {
 		// A failed attempt is recorded on the record; its change schedules
 		// the next one.

@@ -3,6 +3,7 @@ package awsrt
 import (
 	"context"
 	"fmt"
+	"github.com/agentclock/clockwork/internal/notify"
 	"os"
 	"slices"
 	"strconv"
@@ -111,6 +112,11 @@ func TestStreamRecordTypes(t *testing.T) {
 	handled := []string{watcher.TypeExpectation}
 	for ty := range rt.Feed.Handlers {
 		handled = append(handled, ty)
+	}
+	for _, ty := range notify.HandledTypes {
+		if !slices.Contains(handled, ty) {
+			handled = append(handled, ty)
+		}
 	}
 	slices.Sort(handled)
 	want := slices.Sorted(slices.Values(streamfilter.RecordTypes))

@@ -151,6 +151,9 @@ type SweepResult struct {
 	// the next run (a record that does not decode, a chunk of ticks that
 	// kept failing), reported rather than aborting the run.
 	Skipped int `json:"skipped"`
+	// Notifications counts the notifications past their attempt's time
+	// that were put back on the timer queue.
+	Notifications int `json:"notifications"`
 	// Grading counts the grading jobs put back on the grading queue
 	// because they were late past Config.GradingRepairAfter.
 	Grading int `json:"grading,omitempty"`
@@ -185,6 +188,11 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	if err != nil || nearDeadline(ctx) {
 		return res, err
 	}
+	// The notifications whose attempt is late: its message was lost.
+	res.Notifications, err = r.sweepNotifications(ctx)
+	if err != nil || nearDeadline(ctx) {
+		return res, err
+	}
 	// The grading jobs late past the repair bound: their message was lost
 	// or dead-lettered (see HandleGrading).
 	if g := r.grader(); g != nil {
@@ -195,6 +203,31 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 		res.Grading, err = r.Eval.RepairGrading(ctx, g, after, MaxSweepRecords)
 	}
 	return res, err
+}
+
+// sweepNotifications puts back on the timer queue the notifications whose
+// next attempt is more than SweepAfter past (at most MaxSweepRecords).
+func (r *Runtime) sweepNotifications(ctx context.Context) (int, error) {
+	after := r.Config.SweepAfter
+	if after <= 0 {
+		after = DefaultSweepAfter
+	}
+	now := r.Watcher.Now()
+	var late []expect.Instant
+	err := r.Notify.Pending(ctx, now.Add(-after), MaxSweepRecords, func(agent, id string) error {
+		late = append(late, expect.Instant{AgentID: agent, ExpectationID: id, Kind: expect.InstantNotify, At: now})
+		return nil
+	})
+	if err != nil || len(late) == 0 {
+		return 0, err
+	}
+	if !r.Clock.HasQueue() {
+		for _, in := range late {
+			r.Notify.Attempt(ctx, in.AgentID, in.ExpectationID)
+		}
+		return len(late), nil
+	}
+	return len(late), r.Clock.Enqueue(ctx, late)
 }
 
 // sweepInstants is the sweep's part for instants and deliveries.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,6 +375,24 @@ func TestConsole(t *testing.T) {
 		t.Errorf("dependent not linked")
 	}
 
+	// Alerts: a webhook channel (a loopback receiver that refuses at
+	// first) and agent-down's rules; the page shows both, never the
+	// secret, and the notification dead-lettered on the channel, which
+	// Replay sends again once the receiver is back.
+	var hookUp atomic.Bool
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hookUp.Load() {
+			w.WriteHeader(http.StatusGone) // refused for good: dead at once
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	secret := "whsec_" + strings.Repeat("QUJD", 8)
+	e.must(201, "PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": hook.URL + "/hook", "secret": secret})
+	e.must(200, "PUT", "/v1/agents/agent-down/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed", "delivery.dead"}, "channels": []string{"ops-hook"}, "kinds": []string{"payment"}}}})
+
 	// Dead letters: agent-down refuses both attempts; the page shows the
 	// reason; Replay sends it again (now accepted) with the same messageId.
 	e.down.FailNext(1000, http.StatusServiceUnavailable)
@@ -400,6 +419,26 @@ func TestConsole(t *testing.T) {
 		return d != nil && d["deliveredAt"] != nil && d["deadLettered"] != true && d["messageId"] == msgID
 	})
 	b.wait("the row gone", `!document.querySelector('tr[data-id="inv-50-paid"]')`)
+
+	b.open(console + "#/alerts")
+	b.wait("the channel", `document.querySelector('tr[data-channel="ops-hook"]')`)
+	page := b.wait("the rule and the dead notifications", `(() => {
+		const r = document.querySelector('tr[data-agent="agent-down"]');
+		const d = document.querySelectorAll('#main tr[data-id^="ntf_"]');
+		return r && d.length >= 2 ? document.querySelector('#main').innerText : '';
+	})()`)
+	if !strings.Contains(page, "expectation.lapsed, delivery.dead") || !strings.Contains(page, "410") || strings.Contains(page, secret) {
+		t.Errorf("alerts page: %q", page)
+	}
+	b.shot("alerts-desktop.png", 1440, 900)
+	hookUp.Store(true)
+	b.do("replay a notification", chromedp.Click(chromedp.CSS(`#main tr[data-id^="ntf_"] button.replay`)))
+	b.wait("the replay notice", `document.querySelector('.notice') && document.querySelector('.notice').textContent.startsWith('Replayed ntf_')`)
+	b.open(console + "#/agents/agent-down/expectations/inv-50-paid")
+	b.wait("a delivered notification on the expectation", `(() => {
+		const c = document.querySelector('#notifications');
+		return c && /delivered/.test(c.innerText) && /expectation\.lapsed|delivery\.dead/.test(c.innerText);
+	})()`)
 
 	// Anticipations: a VERIFY awaiting two HUMAN grades. Its digests and the
 	// server's Ed25519 signature check out in the browser. Grading oc-h1 0
@@ -446,6 +485,7 @@ func TestConsole(t *testing.T) {
 		{"#/agents", `document.querySelector('section.agent')`, ""},
 		{"#/agents/agent-1/expectations", `document.querySelector('article.exp .timeline')`, "expectations-phone.png"},
 		{"#/deadletters", `document.querySelector('#no-deadletters')`, ""},
+		{"#/alerts", `document.querySelector('tr[data-channel="ops-hook"]')`, ""},
 		{"#/anticipations/ant-console", `document.querySelector('section.verify .verdict')`, "anticipation-phone.png"},
 	} {
 		b.open(console + p.hash)

@@ -204,6 +204,9 @@ const (
 	// a failed lapse delivery may be tried again (the AWS runtime asks the
 	// Scheduler for it rather than wait in the stream consumer).
 	InstantDeliver InstantKind = "deliver"
+	// InstantNotify is the time an alert notification (internal/notify)
+	// is to be attempted; ExpectationID then holds the notification's id.
+	InstantNotify InstantKind = "notify"
 )
 
 // Instant is one point in time at which the watcher must look at a record.

@@ -6,9 +6,11 @@ package streamfilter
 
 // RecordTypes are the item types whose stream records the stream function
 // acts on: expectation records (the clock, the outbox, re-anchoring:
-// watcher.TypeExpectation) and executions (VERIFY:
-// evaluation.TypeExecution). The stack filters the stream to them (lookup
+// watcher.TypeExpectation), executions (VERIFY:
+// evaluation.TypeExecution), and for alerts VERIFYs (a failed one is an
+// event) and notifications (each attempt is enqueued from its change:
+// notify.HandledTypes). The stack filters the stream to them (lookup
 // entries, guards, cards and the rest never invoke the function); a type
 // the function comes to handle must be added here, which
 // awsrt.TestStreamRecordTypes checks against the runtime.
-var RecordTypes = []string{"expectation", "execution"}
+var RecordTypes = []string{"expectation", "execution", "verification", "notification"}

@@ -34,8 +34,12 @@ type Call struct {
 	// ContentType is the protocol version's media type
 	// (application/x-amz-json-1.0 or application/x-amz-json-1.1).
 	ContentType string
-	// Target is the X-Amz-Target header ("AmazonSQS.SendMessage").
+	// Target is the X-Amz-Target header ("AmazonSQS.SendMessage"); empty
+	// for a REST-JSON service (SES v2), whose operation is Path.
 	Target string
+	// Path is the REST-JSON operation's path ("/v2/email/outbound-emails");
+	// empty for the JSON protocol, which posts to "/".
+	Path string
 }
 
 // maxAnswer bounds the answer read; the calls made here answer a few KiB.
@@ -51,12 +55,18 @@ func Do(ctx context.Context, cfg aws.Config, c Call, in, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.Endpoint, "/")+"/", bytes.NewReader(payload))
+	path := c.Path
+	if path == "" {
+		path = "/"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.Endpoint, "/")+path, bytes.NewReader(payload))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", c.ContentType)
-	req.Header.Set("X-Amz-Target", c.Target)
+	if c.Target != "" {
+		req.Header.Set("X-Amz-Target", c.Target)
+	}
 	if cfg.Credentials == nil {
 		return fmt.Errorf("%s: no AWS credentials", c.Service)
 	}
@@ -99,6 +109,11 @@ func Do(ctx context.Context, cfg aws.Config, c Call, in, out any) error {
 	}
 	_ = json.Unmarshal(answer, &e)
 	code := e.Type[strings.LastIndexByte(e.Type, '#')+1:]
+	if code == "" {
+		// REST-JSON names the error in a header ("Code:http://...").
+		t := resp.Header.Get("X-Amzn-ErrorType")
+		code, _, _ = strings.Cut(t, ":")
+	}
 	if code == "" {
 		code = http.StatusText(resp.StatusCode)
 	}

@@ -1,8 +1,10 @@
 // The console's entry point: sign-in, the hash router, the agents and the
-// dead letters pages. Pages live in expectations.js and anticipations.js.
+// dead letters pages. Pages live in expectations.js, anticipations.js and
+// alerts.js.
 import { h, api, token, setToken, clearToken, kv, table, badge, errorBox, fmtTime, code, enc, extensionOf } from './dom.js';
 import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
+import { alertsPage } from './alerts.js';
 
 const main = document.getElementById('main');
 let timers = [];
@@ -27,6 +29,7 @@ const routes = [
   [/^\/agents\/([^/]+)\/expectations\/([^/]+)$/, expectationPage],
   [/^\/agents\/([^/]+)\/anticipations$/, agentAnticipationsPage],
   [/^\/deadletters$/, deadLettersPage],
+  [/^\/alerts$/, alertsPage],
   [/^\/anticipations$/, anticipationsPage],
   [/^\/anticipations\/([^/]+)$/, anticipationPage],
   [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],

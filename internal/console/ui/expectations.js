@@ -1,6 +1,7 @@
 // The expectations of an agent: filters, sorting by next instant, and a
 // timeline per expectation drawn to scale.
 import { h, api, kv, badge, errorBox, fmtTime, fmtRel, code, enc, extensionOf } from './dom.js';
+import { notificationsCard } from './alerts.js';
 
 // addDuration adds an ISO 8601 duration (PT2H, P1DT12H, P2W, PT0.5S) to an
 // instant in ms; calendar units are added in UTC, as the server does.
@@ -223,10 +224,12 @@ export async function expectationPage(ctx) {
     ]));
   const draw = () => holder.replaceChildren(article(r, Date.now(), true));
   draw();
+  const notifications = notificationsCard(agent, id);
   ctx.render(h('h1', null, 'Expectation ', code(id)),
     h('p', { class: 'toolbar' }, h('a', { href: '#/agents/' + enc(agent) + '/expectations' }, '← expectations of ' + agent)),
-    holder, links);
+    holder, links, notifications);
   ctx.every(2000, async () => {
     try { r = await api('/v1/agents/' + enc(agent) + '/expectations/' + enc(id)); draw(); } catch (e) { /* shown on the next load */ }
+    notifications.refresh();
   });
 }

@@ -1,0 +1,85 @@
+// The alerts page (channels, each agent's rules, each channel's dead
+// letters with replay) and the notifications card of an expectation.
+import { h, api, table, badge, errorBox, fmtTime, code, enc } from './dom.js';
+
+// destination says where a channel sends, never a secret (the server
+// answers none).
+function destination(c) {
+  switch (c.type) {
+    case 'webhook': case 'pagerduty': return code(c.url || '');
+    case 'email': return (c.to || []).join(', ');
+    case 'eventbridge': return code(c.eventBusName || '');
+    case 'slack': return h('span', { class: 'muted' }, 'incoming webhook (URL sealed)');
+  }
+  return '';
+}
+
+function ruleText(r) {
+  const parts = [(r.on || []).join(', '), '→ ' + (r.channels || []).join(', ')];
+  if ((r.kinds || []).length) parts.push('kinds ' + r.kinds.join(', '));
+  if ((r.lapses || []).length) parts.push('lapses ' + r.lapses.join(', '));
+  if (r.cooldown) parts.push('cooldown ' + r.cooldown);
+  return parts.join(' · ');
+}
+
+export async function alertsPage(ctx) {
+  const note = h('div');
+  const channels = (await api('/v1/channels')).channels || [];
+  const agents = ((await api('/v1/agents?limit=100')).agents || []).map(a => a.agentId);
+  const rules = await Promise.all(agents.map(a => api('/v1/agents/' + enc(a) + '/alerts').catch(() => ({ agentId: a, rules: [] }))));
+  const deadHolder = h('div');
+  async function loadDead() {
+    const rows = [];
+    for (const c of channels) {
+      const page = await api('/v1/channels/' + enc(c.channelId) + '/deadletters');
+      for (const n of page.notifications || []) rows.push(n);
+    }
+    deadHolder.replaceChildren(rows.length ? table(['channel', 'agent', 'event', 'attempts', 'reason', ''], rows.map(n => {
+      const btn = h('button', { type: 'button', class: 'replay', onclick: async () => {
+        btn.disabled = true;
+        try {
+          await api('/v1/channels/' + enc(n.channelId) + '/deadletters/' + enc(n.id) + '/replay?agentId=' + enc(n.agentId), { method: 'POST' });
+          note.replaceChildren(h('div', { class: 'notice', role: 'status' }, 'Replayed ' + n.id + ' (same webhook-id).'));
+          await loadDead();
+        } catch (e) { btn.disabled = false; note.replaceChildren(errorBox(e)); }
+      } }, 'Replay');
+      return { attrs: { 'data-id': n.id }, cells: [code(n.channelId), code(n.agentId), n.event.type, String(n.attempts || 0), h('span', { class: 'reason' }, n.lastError || ''), btn] };
+    })) : h('p', { class: 'muted', id: 'no-notification-deadletters' }, 'No dead notifications.'));
+  }
+  await loadDead();
+  const withRules = rules.filter(r => (r.rules || []).length);
+  ctx.render(h('h1', null, 'Alerts'),
+    h('p', { class: 'muted' }, 'Channels tell people of lapses, recoveries, dead lapse tasks and failed VERIFYs; each agent\'s rules say which events go where. Secrets are never shown.'),
+    note,
+    h('h2', null, 'Channels'),
+    channels.length ? table(['channel', 'type', 'destination', 'owners', 'updated'], channels.map(c => ({ attrs: { 'data-channel': c.channelId },
+      cells: [code(c.channelId), badge(c.type, 'kind'), destination(c), (c.owners || []).join(', '), fmtTime(c.updatedAt)] })))
+      : h('p', { class: 'muted', id: 'no-channels' }, 'No channels (PUT /v1/channels/{channelId}).'),
+    h('h2', null, 'Rules'),
+    withRules.length ? table(['agent', 'rules'], withRules.map(r => ({ attrs: { 'data-agent': r.agentId },
+      cells: [code(r.agentId), h('ul', { class: 'rules' }, r.rules.map(x => h('li', null, ruleText(x))))] })))
+      : h('p', { class: 'muted', id: 'no-rules' }, 'No agent has alert rules (PUT /v1/agents/{agentId}/alerts).'),
+    h('h2', null, 'Dead notifications'), deadHolder);
+  ctx.every(5000, () => loadDead().catch(() => {}));
+}
+
+// notificationsCard lists the notifications sent about one expectation.
+export function notificationsCard(agent, id) {
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const card = h('div', { class: 'card', id: 'notifications' }, h('h3', null, 'Notifications'), body);
+  card.refresh = async () => {
+    try {
+      const out = await api('/v1/agents/' + enc(agent) + '/notifications?expectationId=' + enc(id));
+      const ns = out.notifications || [];
+      body.replaceChildren(ns.length ? table(['event', 'channel', 'state', 'attempts', 'at'], ns.map(n => ({ attrs: { 'data-id': n.id },
+        cells: [n.event.type, code(n.channelId), n.deliveredAt ? badge('delivered', 'satisfied') : n.deadLettered ? badge('dead', 'lapsed') : badge('pending', 'open'),
+          String(n.attempts || 0), fmtTime(n.deliveredAt || n.deadLetteredAt || n.createdAt)] })))
+        : h('p', { class: 'muted' }, 'No notification sent about this expectation.'));
+    } catch (e) {
+      body.replaceChildren(e.status === 503 ? h('p', { class: 'muted' }, 'This server sends no notifications.') : errorBox(e));
+    }
+  };
+  card.refresh();
+  return card;
+}
+
