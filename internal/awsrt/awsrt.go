@@ -253,7 +253,7 @@ type Runtime struct {
 	Credentials *credentials.Service
 	// Notify keeps alert channels and rules and delivers notifications.
 	Notify *notify.Service
-	Log         *slog.Logger
+	Log    *slog.Logger
 	// EMF holds the metrics of the invocation under way, when the runtime
 	// records them as CloudWatch Embedded Metric Format (MustStart: the
 	// Lambdas); the mains flush it after each invocation (emf.FlushAfter).

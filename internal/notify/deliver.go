@@ -168,20 +168,9 @@ func (e httpStatusError) Error() string {
 
 // send sends n to channel c once.
 func (s *Service) send(ctx context.Context, c storedChannel, n *alert.Notification) error {
-	var sec alert.Secret
-	if len(c.Sealed) > 0 {
-		if s.sealer == nil {
-			return errors.New("this process holds no key to open channel secrets")
-		}
-		plain, err := s.sealer.Open(ctx, c.Sealed, sealAgent, c.ID)
-		if err != nil {
-			return errors.New("the channel's secret could not be opened")
-		}
-		err = json.Unmarshal(plain, &sec)
-		clear(plain)
-		if err != nil {
-			return permanent(errors.New("the channel's secret is malformed"))
-		}
+	sec, err := s.secret(ctx, c)
+	if err != nil {
+		return err
 	}
 	link := alert.ConsoleLink(s.opt.PublicURL, n)
 	switch c.Type {
@@ -271,4 +260,50 @@ func (s *Service) post(ctx context.Context, url string, body []byte, headers map
 		return permanent(httpStatusError{resp.StatusCode})
 	}
 	return httpStatusError{resp.StatusCode}
+}
+
+// secretTTL bounds how long an opened channel secret stays in memory (a
+// KMS Decrypt per attempt would cost more than the rest of a notification
+// on AWS). A PUT of the channel is seen at once: the cache is keyed by the
+// sealed value.
+const secretTTL = 5 * time.Minute
+
+type cachedSecret struct {
+	sealed string
+	at     time.Time
+	sec    alert.Secret
+}
+
+// secret opens c's sealed secret, or answers it from the cache.
+func (s *Service) secret(ctx context.Context, c storedChannel) (alert.Secret, error) {
+	var sec alert.Secret
+	if len(c.Sealed) == 0 {
+		return sec, nil
+	}
+	now := time.Now()
+	s.mu.Lock()
+	if e, ok := s.secrets[c.ID]; ok && e.sealed == string(c.Sealed) && now.Sub(e.at) < secretTTL {
+		s.mu.Unlock()
+		return e.sec, nil
+	}
+	s.mu.Unlock()
+	if s.sealer == nil {
+		return sec, errors.New("this process holds no key to open channel secrets")
+	}
+	plain, err := s.sealer.Open(ctx, c.Sealed, sealAgent, c.ID)
+	if err != nil {
+		return sec, errors.New("the channel's secret could not be opened")
+	}
+	err = json.Unmarshal(plain, &sec)
+	clear(plain)
+	if err != nil {
+		return sec, permanent(errors.New("the channel's secret is malformed"))
+	}
+	s.mu.Lock()
+	if len(s.secrets) > 10000 {
+		clear(s.secrets)
+	}
+	s.secrets[c.ID] = cachedSecret{sealed: string(c.Sealed), at: now, sec: sec}
+	s.mu.Unlock()
+	return sec, nil
 }

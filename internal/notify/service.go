@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/alert"
@@ -72,6 +73,9 @@ type Service struct {
 	queue  Enqueuer
 	opt    Options
 	log    *slog.Logger
+
+	mu      sync.Mutex
+	secrets map[string]cachedSecret
 }
 
 // New returns a Service. client sends webhooks, Slack and PagerDuty (a
@@ -101,7 +105,7 @@ func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail Ma
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		client = &c
 	}
-	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log}
+	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log, secrets: map[string]cachedSecret{}}
 }
 
 // SetEnqueuer sets who is told of new and retried notifications.
