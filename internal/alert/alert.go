@@ -99,21 +99,24 @@ func NotificationID(key, rule, channel string) string {
 // a notification. It is delivered at least once; every attempt carries its
 // ID (the webhook-id, PagerDuty's dedup_key is the occurrence's).
 type Notification struct {
-	ID          string  `json:"id"`
-	AgentID     string  `json:"agentId"`
-	ChannelID   string  `json:"channelId"`
-	ChannelType Type    `json:"channelType"`
-	Event       Event   `json:"event"`
-	About       Subject `json:"about"`
-	DedupKey    string  `json:"dedupKey"`
-	CreatedAt   string  `json:"createdAt"`
-	Attempts    int     `json:"attempts,omitempty"`
-	LastError   string  `json:"lastError,omitempty"`
-	NextAttempt string  `json:"nextAttemptAt,omitempty"`
-	DeliveredAt string  `json:"deliveredAt,omitempty"`
-	Dead        bool    `json:"deadLettered,omitempty"`
-	DeadAt      string  `json:"deadLetteredAt,omitempty"`
-	Replays     int     `json:"replays,omitempty"`
+	ID          string `json:"id"`
+	AgentID     string `json:"agentId"`
+	ChannelID   string `json:"channelId"`
+	ChannelType Type   `json:"channelType"`
+	// ChannelIncarnation is the incarnation of the channel the notification
+	// was made for; a channel deleted and created again does not send it.
+	ChannelIncarnation string  `json:"channelIncarnation,omitempty"`
+	Event              Event   `json:"event"`
+	About              Subject `json:"about"`
+	DedupKey           string  `json:"dedupKey"`
+	CreatedAt          string  `json:"createdAt"`
+	Attempts           int     `json:"attempts,omitempty"`
+	LastError          string  `json:"lastError,omitempty"`
+	NextAttempt        string  `json:"nextAttemptAt,omitempty"`
+	DeliveredAt        string  `json:"deliveredAt,omitempty"`
+	Dead               bool    `json:"deadLettered,omitempty"`
+	DeadAt             string  `json:"deadLetteredAt,omitempty"`
+	Replays            int     `json:"replays,omitempty"`
 }
 
 // Pending reports whether n still waits for delivery.

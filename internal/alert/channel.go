@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"net/mail"
 	"net/url"
 	"regexp"
 	"slices"
@@ -40,6 +39,11 @@ const (
 	MaxURLLen       = 2048
 )
 
+// plainAddress is an e-mail address in dot-atom form: no quoted local part,
+// comment, display name or whitespace, so nothing in it can be read as an
+// SMTP command parameter or a header.
+var plainAddress = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$`)
+
 var channelIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // eventBusPattern is EventBridge's event bus name or ARN.
@@ -55,8 +59,12 @@ type Channel struct {
 	To           []string `json:"to,omitempty"`  // email
 	EventBusName string   `json:"eventBusName,omitempty"`
 	Owners       []string `json:"owners"`
-	CreatedAt    string   `json:"createdAt"`
-	UpdatedAt    string   `json:"updatedAt"`
+	// Incarnation is set when the channel is created: a channel deleted
+	// and created again under the same id is another incarnation, whose
+	// owner sees none of the earlier one's notifications.
+	Incarnation string `json:"incarnation,omitempty"`
+	CreatedAt   string `json:"createdAt"`
+	UpdatedAt   string `json:"updatedAt"`
 }
 
 // Secret is what a channel keeps sealed: the webhook signing secret, the
@@ -167,12 +175,14 @@ func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, b
 			c.Add("to", "has more than %d addresses", MaxRecipients)
 		}
 		for i, a := range b.To {
-			addr, err := mail.ParseAddress(a)
-			if err != nil || addr.Name != "" || strings.ContainsAny(a, "\r\n") {
-				c.Add("to["+itoa(i)+"]", "is not a plain e-mail address")
-				continue
+			switch {
+			case !plainAddress.MatchString(a):
+				c.Add("to["+itoa(i)+"]", "is not a plain e-mail address (local@domain, without quotes, spaces or a display name)")
+			case slices.Contains(ch.To, a):
+				c.Add("to["+itoa(i)+"]", "is listed twice")
+			default:
+				ch.To = append(ch.To, a)
 			}
-			ch.To = append(ch.To, addr.Address)
 		}
 		unexpected("url", b.URL)
 		unexpected("secret", b.Secret)
@@ -278,6 +288,15 @@ func (ch *Channel) ManageableBy(agents []string) bool {
 		}
 	}
 	return true
+}
+
+// SameOwners reports whether a principal acting for agents would own ch
+// had it created it.
+func (ch *Channel) SameOwners(agents []string) bool {
+	a, b := slices.Clone(ch.Owners), slices.Clone(agents)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // Serves reports whether a rule of agent may send to ch: the agent is an

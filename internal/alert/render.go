@@ -94,7 +94,7 @@ func SlackBody(n *Notification, link string) ([]byte, error) {
 	if link != "" {
 		blocks = append(blocks, map[string]any{"type": "context", "elements": []map[string]string{{"type": "mrkdwn", "text": "<" + link + "|Open in the clockwork console>"}}})
 	}
-	return json.Marshal(map[string]any{"text": text, "blocks": blocks})
+	return json.Marshal(map[string]any{"text": slackEscape(text), "blocks": blocks})
 }
 
 // slackEscape escapes what Slack's mrkdwn treats as control characters.

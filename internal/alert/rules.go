@@ -84,6 +84,23 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		if len(r.Kinds) > MaxRuleFilters {
 			c.Add(p+".kinds", "has more than %d kinds", MaxRuleFilters)
 		}
+		dup := func(field string, xs []string) {
+			seen := map[string]bool{}
+			for j, x := range xs {
+				if seen[x] {
+					c.Add(fmt.Sprintf("%s.%s[%d]", p, field, j), "%q is listed twice", x)
+				}
+				seen[x] = true
+			}
+		}
+		on := make([]string, len(r.On))
+		for j, t := range r.On {
+			on[j] = string(t)
+		}
+		dup("on", on)
+		dup("channels", r.Channels)
+		dup("kinds", r.Kinds)
+		dup("lapses", r.Lapses)
 		for j, l := range r.Lapses {
 			if !slices.Contains([]string{string(expect.Overdue), string(expect.Skipped), string(expect.Stalled)}, l) {
 				c.Add(fmt.Sprintf("%s.lapses[%d]", p, j), "unknown lapse %q (one of overdue, skipped, stalled)", l)

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -479,3 +481,95 @@ func scenarioAlerts(t *testing.T) {
 
 // a2atestCard is a card of a real SDK agent, for agents that only need one.
 func a2atestCard(t *testing.T) []byte { return a2atest.NewAgent(t, "1.0").Card() }
+
+// scenarioAlertsTenancy: what a second tenant tried (squatting a channel
+// id, reading dead letters through an id deleted and taken again, quoted
+// addresses, duplicate filters, a flood of tests, a forged page token)
+// gets nothing of another's.
+func scenarioAlertsTenancy(t *testing.T) {
+	e := startEnv(t, func(c *Config) {
+		c.Notify.BaseBackoff, c.Notify.MaxBackoff, c.Notify.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 2
+	})
+	e.must(200, e.call("PUT", "/v1/agents/agent-a", a2atestCard(t), tenantA))
+	e.must(200, e.call("PUT", "/v1/agents/agent-b", a2atestCard(t), tenantB))
+	gone := newReceiver(t, func(*http.Request, []byte) (map[string]any, error) { return nil, errf("refused") })
+
+	// B squats an id the operator then uses: the operator is told, not
+	// silently given a channel B owns and can repoint.
+	e.must(201, e.call("PUT", "/v1/channels/ops-pager", map[string]any{"type": "webhook", "url": gone.srv.URL}, tenantB))
+	p := problem(t, e.must(409, e.call("PUT", "/v1/channels/ops-pager", map[string]any{"type": "pagerduty", "routingKey": "OPS-KEY", "url": gone.srv.URL})))
+	if !strings.Contains(p["detail"].(string), "DELETE it first") {
+		t.Fatalf("squatted id: %v", p)
+	}
+	var ch map[string]any
+	e.must(200, e.call("GET", "/v1/channels/ops-pager", nil, tenantB)).json(t, &ch)
+	if ch["type"] != "webhook" {
+		t.Fatalf("B's channel changed: %v", ch)
+	}
+
+	// A's channel collects dead letters; A deletes it; B takes the id.
+	e.must(201, e.call("PUT", "/v1/channels/a-hook", map[string]any{"type": "webhook", "url": gone.srv.URL}, tenantA))
+	e.must(200, e.call("PUT", "/v1/agents/agent-a/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"a-hook"}}}}, tenantA))
+	e.must(200, e.call("POST", "/v1/agents/agent-a/expectations", raiseBody(payment("a-1", ts(100*time.Millisecond))), tenantA))
+	var dl struct {
+		Notifications []alert.Notification
+		Next          string
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(dl.Notifications) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("A's notification never dead-lettered")
+		}
+		time.Sleep(50 * time.Millisecond)
+		e.must(200, e.call("GET", "/v1/channels/a-hook/deadletters", nil, tenantA)).json(t, &dl)
+	}
+	e.must(404, e.call("GET", "/v1/channels/a-hook/deadletters", nil, tenantB))
+	e.must(204, e.call("DELETE", "/v1/channels/a-hook", nil, tenantA))
+	e.must(201, e.call("PUT", "/v1/channels/a-hook", map[string]any{"type": "webhook", "url": gone.srv.URL}, tenantB))
+	e.must(200, e.call("POST", "/v1/agents/agent-a/expectations", raiseBody(payment("a-2", ts(100*time.Millisecond))), tenantA))
+	e.waitRecord("agent-a", "a-2", func(r *expect.Record) bool { return r.Lapse != nil })
+	time.Sleep(time.Second) // the lapse's change has been processed by now
+	body := e.must(200, e.call("GET", "/v1/channels/a-hook/deadletters?limit=1", nil, tenantB)).body
+	if strings.Contains(string(body), "agent-a") || strings.Contains(string(body), `"next"`) || strings.Contains(string(body), "ntf_") {
+		t.Fatalf("B reads A's dead letters through the id it took: %s", body)
+	}
+	hasErrorPath(t, e.must(400, e.call("GET", "/v1/channels/a-hook/deadletters?after=!!!", nil, tenantB)), "after")
+
+	// Addresses that an SMTP server would read as parameters or lists.
+	for _, to := range []string{`"x@evil.com> NOTIFY=SUCCESS"@b.com`, `"a,b"@c.com`, "Ops <ops@example.com>", "a@b"} {
+		hasErrorPath(t, e.must(400, e.call("PUT", "/v1/channels/m1", map[string]any{"type": "email", "to": []string{to}}, tenantB)), "to[0]")
+	}
+	// Filters listed twice.
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/agent-b/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"ops-pager"}, "lapses": []string{"overdue", "overdue"}}}}, tenantB)), "rules[0].lapses[1]")
+	// The agent listing's page token names only what the caller may see.
+	e.must(200, e.call("PUT", "/v1/agents/agent-c", a2atestCard(t)))
+	var ag struct {
+		Agents    []map[string]any
+		NextToken string
+	}
+	e.must(200, e.call("GET", "/v1/agents?limit=1", nil, tenantB)).json(t, &ag)
+	for ag.NextToken != "" {
+		for _, dec := range []func(string) ([]byte, error){base64.StdEncoding.DecodeString, base64.URLEncoding.DecodeString, base64.RawURLEncoding.DecodeString, base64.RawStdEncoding.DecodeString} {
+			if b, err := dec(ag.NextToken); err == nil && (strings.Contains(string(b), "agent-a") || strings.Contains(string(b), "agent-c")) {
+				t.Fatalf("tenant B's page token names another tenant's agent: %q", b)
+			}
+		}
+		if len(ag.Agents) != 1 || ag.Agents[0]["agentId"] != "agent-b" {
+			t.Fatalf("tenant B lists %v", ag.Agents)
+		}
+		next := ag.NextToken
+		ag.Agents, ag.NextToken = nil, ""
+		e.must(200, e.call("GET", "/v1/agents?limit=1&nextToken="+url.QueryEscape(next), nil, tenantB)).json(t, &ag)
+		if len(ag.Agents) != 0 || ag.NextToken != "" {
+			t.Fatalf("after agent-b, tenant B lists %v, next %q", ag.Agents, ag.NextToken)
+		}
+	}
+	// Tests are paced.
+	e.must(200, e.call("POST", "/v1/channels/ops-pager/test", nil, tenantB))
+	r := e.must(429, e.call("POST", "/v1/channels/ops-pager/test", nil, tenantB))
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+}

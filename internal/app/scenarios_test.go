@@ -60,6 +60,7 @@ var scenarios = []struct {
 	{"ConsoleListings", scenarioConsoleListings},
 	{"MetricsMove", scenarioMetricsMove},
 	{"Alerts", scenarioAlerts},
+	{"AlertsTenancy", scenarioAlertsTenancy},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

@@ -21,6 +21,7 @@ const (
 	Conflict         Code = "conflict"           // 409: immutability, reuse or sealing
 	TooLarge         Code = "too_large"          // 413: body above the limit
 	MethodNotAllowed Code = "method_not_allowed" // 405: a method the path does not take
+	TooManyRequests  Code = "too_many_requests"  // 429: slow down; retry after a while
 	Unavailable      Code = "unavailable"        // 503: a dependency is down; retry
 	Internal         Code = "internal"           // 500: a bug; details are logged, never sent
 )

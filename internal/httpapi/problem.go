@@ -28,6 +28,8 @@ func statusOf(code errs.Code) int {
 		return http.StatusRequestEntityTooLarge
 	case errs.MethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case errs.TooManyRequests:
+		return http.StatusTooManyRequests
 	case errs.Unavailable:
 		return http.StatusServiceUnavailable
 	default:
@@ -78,6 +80,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	status := p.Status
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clockwork"`)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "2")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -16,43 +17,63 @@ type Page struct {
 	Next          string                `json:"next,omitempty"`
 }
 
-// DeadLetters lists channel id's dead-lettered notifications, oldest first,
-// of the agents a principal acting for agents may see. Errors: NotFound
-// when the principal may not see the channel.
+// DeadLetters lists channel id's dead-lettered notifications, oldest
+// first. Only a principal that may change the channel (it acts for every
+// owner) lists them: every notification of the channel's incarnation is
+// then one it may see, so a page and its token hold nothing else. Errors:
+// NotFound for another principal; Invalid naming "after" for a token this
+// service did not issue.
 func (s *Service) DeadLetters(ctx context.Context, agents []string, id string, limit int, after string) (Page, error) {
-	if _, err := s.Channel(ctx, agents, id); err != nil {
+	c, err := s.manageable(ctx, agents, id)
+	if err != nil {
 		return Page{}, err
 	}
 	out := Page{Notifications: []*alert.Notification{}}
-	q := store.Query{Index: store.GSI5, PK: deadPK(id), Limit: min(max(limit, 1), store.MaxLimit), After: after}
+	q := store.Query{Index: store.GSI5, PK: deadPK(id, c.Incarnation), Limit: min(max(limit, 1), store.MaxLimit), After: after}
 	p, err := s.store.Query(ctx, q)
+	if errors.Is(err, store.ErrInvalid) {
+		return Page{}, errs.Fields("invalid listing", []errs.FieldError{{Path: "after", Message: "is not a token this service issued"}})
+	}
 	if err != nil {
 		return Page{}, err
 	}
 	for _, it := range p.Items {
-		n, err := decodeNotification(it)
-		if err != nil || !n.Dead || !actsFor(agents, n.AgentID) {
-			continue
+		if n, err := decodeNotification(it); err == nil && n.Dead {
+			out.Notifications = append(out.Notifications, n)
 		}
-		out.Notifications = append(out.Notifications, n)
 	}
 	out.Next = p.Next
 	return out, nil
 }
 
+// manageable reads channel id for a principal that may change it.
+// Errors: NotFound otherwise.
+func (s *Service) manageable(ctx context.Context, agents []string, id string) (storedChannel, error) {
+	c, err := s.channel(ctx, id)
+	if err != nil {
+		return c, err
+	}
+	if !c.ManageableBy(agents) {
+		return c, errs.E(errs.NotFound, "no channel %q", id)
+	}
+	return c, nil
+}
+
 // Replay puts notification nid of agent, dead-lettered on channel id, back
 // for delivery (its attempts counted afresh, its webhook-id the same).
-// Errors: NotFound when there is no such dead letter the principal may
-// see; Conflict when it is not dead-lettered.
+// Errors: NotFound unless the principal may change the channel and there
+// is such a dead letter of its current incarnation; Conflict when it is
+// not dead-lettered.
 func (s *Service) Replay(ctx context.Context, agents []string, id, agent, nid string) (*alert.Notification, error) {
-	if _, err := s.Channel(ctx, agents, id); err != nil {
+	c, err := s.manageable(ctx, agents, id)
+	if err != nil {
 		return nil, err
 	}
 	if !actsFor(agents, agent) {
 		return nil, errs.E(errs.NotFound, "no notification %q of agent %q", nid, agent)
 	}
 	var out *alert.Notification
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		it, ok, err := tx.Get(ctx, notificationKey(agent, nid))
 		if err != nil {
 			return err
@@ -64,7 +85,7 @@ func (s *Service) Replay(ctx context.Context, agents []string, id, agent, nid st
 		if err != nil {
 			return err
 		}
-		if n.ChannelID != id {
+		if n.ChannelID != id || n.ChannelIncarnation != c.Incarnation {
 			return errs.E(errs.NotFound, "no notification %q of agent %q on channel %q", nid, agent, id)
 		}
 		if !n.Replay(s.opt.Now()) {

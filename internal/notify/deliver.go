@@ -52,8 +52,10 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	switch {
 	case errs.Is(err, errs.NotFound):
 		err = permanent(errors.New("channel deleted"))
-	case err == nil && !c.Serves(agent):
-		err = permanent(errors.New("the channel no longer serves this agent"))
+	case err == nil && (c.Incarnation != n.ChannelIncarnation || !c.Serves(agent)):
+		// Deleted and created again, maybe by someone else: the
+		// notification stays dead with the incarnation it was made for.
+		err = permanent(errors.New("channel deleted"))
 	case err == nil:
 		n.ChannelType = c.Type
 		actx, cancel := context.WithTimeout(ctx, s.opt.AttemptTimeout)
@@ -115,9 +117,9 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		}
 		s.log.Info("notification delivered", "agent", agent, "notification", id, "channel", n.ChannelID, "event", n.Event.Type)
 	case "dead":
-		s.log.Warn("notification dead-lettered", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err))
+		s.log.Warn("notification dead-lettered", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err), "cause", causeOf(err))
 	default:
-		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err))
+		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err), "cause", causeOf(err))
 	}
 	return after, again
 }
@@ -129,6 +131,10 @@ func (s *Service) backoff(attempts int) time.Duration {
 // describe is what a notification keeps of a failed send: never a secret
 // (URLs are not included: a Slack URL is one).
 func describe(err error) string {
+	var me mailError
+	if errors.As(err, &me) {
+		return me.Error()
+	}
 	var h httpStatusError
 	if errors.As(err, &h) {
 		return h.Error()
@@ -153,6 +159,16 @@ func describe(err error) string {
 	}
 	return msg
 }
+
+// mailError is a failed e-mail send. What a tenant may read of it says
+// no more than that (the operator's mail server, its address and its
+// answers are the operator's): the logs keep the cause.
+type mailError struct{ err error }
+
+func (e mailError) Error() string {
+	return "the mail server refused the message or could not be reached"
+}
+func (e mailError) Unwrap() error { return e.err }
 
 // httpStatusError is an answer that is not a success.
 type httpStatusError struct {
@@ -207,7 +223,10 @@ func (s *Service) send(ctx context.Context, c storedChannel, n *alert.Notificati
 		if s.mail == nil {
 			return permanent(errors.New("this server has no mail sender"))
 		}
-		return s.mail.SendMail(ctx, c.To, alert.MailOf(n, link))
+		if err := s.mail.SendMail(ctx, c.To, alert.MailOf(n, link)); err != nil {
+			return mailError{err}
+		}
+		return nil
 	case alert.EventBridge:
 		if s.events == nil {
 			return permanent(errors.New("this server cannot put EventBridge events"))
@@ -306,4 +325,14 @@ func (s *Service) secret(ctx context.Context, c storedChannel) (alert.Secret, er
 	s.secrets[c.ID] = cachedSecret{sealed: string(c.Sealed), at: now, sec: sec}
 	s.mu.Unlock()
 	return sec, nil
+}
+
+// causeOf is what the logs keep of a failed send beyond describe: the
+// mail sender's own error (never a channel secret: mail carries none).
+func causeOf(err error) string {
+	var me mailError
+	if errors.As(err, &me) {
+		return me.err.Error()
+	}
+	return ""
 }

@@ -179,6 +179,21 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			heldBack = held
 		}
 		for _, chID := range r.Channels {
+			// The channel as it is now: a channel deleted, or deleted and
+			// taken by someone it does not serve, gets nothing (its
+			// owner would otherwise see this agent's events).
+			cit, ok, err := tx.Get(ctx, channelKey(chID))
+			if err != nil {
+				return err
+			}
+			var c storedChannel
+			if ok {
+				err = json.Unmarshal(cit.Data, &c)
+			}
+			if !ok || err != nil || !c.Serves(agent) {
+				s.log.Warn("alert rule names a channel that does not serve the agent; skipped", "agent", agent, "channel", chID)
+				continue
+			}
 			id := alert.NotificationID(occ.Key, ruleID, chID)
 			_, exists, err := tx.Get(ctx, notificationKey(agent, id))
 			if err != nil {
@@ -187,8 +202,8 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			if exists {
 				continue // a replayed change: made already
 			}
-			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, Event: occ.Event, About: occ.About,
-				DedupKey: dedup, CreatedAt: formatTime(now)}
+			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, ChannelType: c.Type, ChannelIncarnation: c.Incarnation,
+				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: formatTime(now)}
 			n.Event.Data.HeldBack = heldBack
 			it, err := notificationItem(n)
 			if err != nil {

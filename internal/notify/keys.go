@@ -16,7 +16,7 @@ import (
 //	rules         A#<agent>          ALERTS
 //	cooldown      A#<agent>          ALERTCD#<rule id>
 //	notification  A#<agent>          N#<notification id> gsi5: NOTIFY#<shard> / <next attempt>#<agent>#<id> while pending,
-//	                                                     NDEAD#<channel> / <dead at>#<agent>#<id> when dead-lettered;
+//	                                                     NDEAD#<channel>#<incarnation> / <dead at>#<agent>#<id> when dead-lettered;
 //	                                                     gsi2: NE#<agent>#<expectation or plan> / <created>#<id> (timeline)
 //
 // A notification is its own outbox entry, like a lapse record: created
@@ -52,7 +52,12 @@ func notificationKey(agent, id string) store.Key {
 // NotifyPK is the gsi5 partition of pending notifications of shard n.
 func NotifyPK(n int) string { return fmt.Sprintf("NOTIFY#%02d", n) }
 
-func deadPK(channel string) string { return "NDEAD#" + esc(channel) }
+// deadPK is the gsi5 partition of the dead notifications of one
+// incarnation of a channel: a channel id deleted and taken again by
+// someone else starts an empty one.
+func deadPK(channel, incarnation string) string {
+	return "NDEAD#" + esc(channel) + "#" + esc(incarnation)
+}
 
 func timelinePK(agent, about string) string { return "NE#" + esc(agent) + "#" + esc(about) }
 
@@ -102,7 +107,7 @@ func notificationItem(n *alert.Notification) (store.Item, error) {
 	}
 	switch {
 	case n.Dead:
-		idx[store.GSI5] = store.IndexKey{PK: deadPK(n.ChannelID), SK: n.DeadAt + "#" + esc(n.AgentID) + "#" + esc(n.ID)}
+		idx[store.GSI5] = store.IndexKey{PK: deadPK(n.ChannelID, n.ChannelIncarnation), SK: n.DeadAt + "#" + esc(n.AgentID) + "#" + esc(n.ID)}
 	case n.Pending():
 		at := n.NextAttempt
 		if at == "" {

@@ -8,6 +8,8 @@ package notify
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -76,7 +78,12 @@ type Service struct {
 
 	mu      sync.Mutex
 	secrets map[string]cachedSecret
+	tests   map[string]time.Time // last test per channel (testInterval)
 }
+
+// testInterval is the least time between two tests of one channel in one
+// process: a test sends at once, inside the request.
+const testInterval = 2 * time.Second
 
 // New returns a Service. client sends webhooks, Slack and PagerDuty (a
 // guarded client: internal/netguard); redirects are never followed (a 3xx
@@ -105,7 +112,7 @@ func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail Ma
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		client = &c
 	}
-	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log, secrets: map[string]cachedSecret{}}
+	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log, secrets: map[string]cachedSecret{}, tests: map[string]time.Time{}}
 }
 
 // SetEnqueuer sets who is told of new and retried notifications.
@@ -123,15 +130,37 @@ type ChannelView struct {
 	Secret string `json:"secret,omitempty"`
 }
 
+// Limits on channels: per owner (the agents of the creating token) and in
+// all, so one tenant cannot slow everyone's listing or fill the table.
+const (
+	MaxChannelsPerOwner = 100
+	MaxChannels         = 10000
+)
+
 // PutChannel creates or replaces channel id for a principal acting for
-// agents. Errors: Invalid naming the field; NotFound when the id is
-// another tenant's channel (as if it did not exist, so ids do not leak
-// across tenants, and it cannot be taken over); Unavailable when the
-// secret cannot be sealed.
+// agents. Errors: Invalid naming the field; NotFound when the id is a
+// channel the principal may not change (as if it did not exist); Conflict
+// when it is a channel of other owners the principal could change (an
+// operator writing over a tenant's channel: DELETE it first), or when the
+// owner has MaxChannelsPerOwner channels; Unavailable when the secret
+// cannot be sealed.
 func (s *Service) PutChannel(ctx context.Context, agents []string, id string, body []byte) (ChannelView, bool, error) {
 	ch, sec, generated, err := alert.ParseChannel(id, body, s.Capabilities())
 	if err != nil {
 		return ChannelView{}, false, err
+	}
+	existing, err := s.channel(ctx, id)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		if err := s.checkRoom(ctx, agents); err != nil {
+			return ChannelView{}, false, err
+		}
+	case err != nil:
+		return ChannelView{}, false, err
+	default:
+		if err := replaceable(&existing.Channel, agents, id); err != nil {
+			return ChannelView{}, false, err
+		}
 	}
 	var sealed []byte
 	if !sec.Empty() {
@@ -156,16 +185,17 @@ func (s *Service) PutChannel(ctx context.Context, agents []string, id string, bo
 		next := storedChannel{Channel: ch, Sealed: sealed}
 		next.Owners = slices.Clone(agents)
 		next.CreatedAt, next.UpdatedAt = now, now
+		next.Incarnation = newIncarnation()
 		created = !ok
 		if ok {
 			var cur storedChannel
 			if err := json.Unmarshal(it.Data, &cur); err != nil {
 				return err
 			}
-			if !cur.ManageableBy(agents) {
-				return errs.E(errs.NotFound, "no channel %q that this token may change", id)
+			if err := replaceable(&cur.Channel, agents, id); err != nil {
+				return err
 			}
-			next.Owners, next.CreatedAt = cur.Owners, cur.CreatedAt
+			next.Owners, next.CreatedAt, next.Incarnation = cur.Owners, cur.CreatedAt, cur.Incarnation
 		}
 		item, err := channelItem(next)
 		if err != nil {
@@ -183,6 +213,44 @@ func (s *Service) PutChannel(ctx context.Context, agents []string, id string, bo
 		v.Secret = sec.WebhookSecret
 	}
 	return v, created, nil
+}
+
+// replaceable says whether a principal acting for agents may replace c.
+func replaceable(c *alert.Channel, agents []string, id string) error {
+	if !c.ManageableBy(agents) {
+		return errs.E(errs.NotFound, "no channel %q that this token may change", id)
+	}
+	if !c.SameOwners(agents) {
+		return errs.E(errs.Conflict, "channel %q belongs to agents %v, not to this token's agents: DELETE it first, or choose another id", id, c.Owners)
+	}
+	return nil
+}
+
+// checkRoom refuses a new channel past the limits.
+func (s *Service) checkRoom(ctx context.Context, agents []string) error {
+	all, err := s.Channels(ctx, []string{"*"})
+	if err != nil {
+		return err
+	}
+	if len(all) >= MaxChannels {
+		return errs.E(errs.Conflict, "this server holds %d channels, the most it keeps; delete some first", MaxChannels)
+	}
+	mine := 0
+	for i := range all {
+		if all[i].SameOwners(agents) {
+			mine++
+		}
+	}
+	if mine >= MaxChannelsPerOwner {
+		return errs.E(errs.Conflict, "this token's agents own %d channels, the most they may; delete some first", MaxChannelsPerOwner)
+	}
+	return nil
+}
+
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // channel reads channel id with its sealed secret. Errors: NotFound.
@@ -282,6 +350,17 @@ func (s *Service) TestChannel(ctx context.Context, agents []string, id string) (
 	if !c.VisibleTo(agents) {
 		return TestResult{}, errs.E(errs.NotFound, "no channel %q", id)
 	}
+	s.mu.Lock()
+	last, tested := s.tests[id]
+	if tested && time.Since(last) < testInterval {
+		s.mu.Unlock()
+		return TestResult{}, errs.E(errs.TooManyRequests, "channel %q was tested less than %v ago; try again after", id, testInterval)
+	}
+	if len(s.tests) > 10000 {
+		clear(s.tests)
+	}
+	s.tests[id] = time.Now()
+	s.mu.Unlock()
 	now := s.opt.Now()
 	n := &alert.Notification{
 		ID: alert.NotificationID("test\x00"+formatTime(now), "", id), ChannelID: id, ChannelType: c.Type,

@@ -122,7 +122,11 @@ func compose(from string, to []string, msg alert.Mail) []byte {
 	b.WriteString("Date: " + time.Now().UTC().Format(time.RFC1123Z) + "\r\n")
 	b.WriteString("Message-ID: <" + hex.EncodeToString(id) + "@" + domain + ">\r\n")
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
-	for _, line := range strings.Split(strings.ReplaceAll(msg.Text, "\r\n", "\n"), "\n") {
+	// Every line end becomes CRLF, a lone CR or LF included, so no text
+	// (an expectation's words are a tenant's) can end the DATA early or
+	// smuggle a command: <CR>.<CR><LF> and bare CRs never reach the wire.
+	text := strings.ReplaceAll(strings.ReplaceAll(msg.Text, "\r\n", "\n"), "\r", "\n")
+	for _, line := range strings.Split(text, "\n") {
 		b.WriteString(line + "\r\n")
 	}
 	return []byte(b.String())
