@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -62,6 +65,7 @@ func (st *Stack) observe(cfg Config) {
 		st.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(s(cfg.AlarmEmail), nil))
 	}
 	st.addAlarms()
+	st.addNotificationAlarm(cfg)
 	st.newDashboard(cfg)
 }
 
@@ -154,6 +158,32 @@ func (st *Stack) addAlarms() {
 	st.alarm("TableSystemErrorsAlarm", "table-system-errors",
 		"DynamoDB answered 500 (system errors) on the table: the SDK retried them; many mean a regional problem",
 		st.Table.MetricSystemErrorsForOperations(&awsdynamodb.SystemErrorsForOperationsMetricOptions{Operations: &TableOperations, Period: fiveMin}), 1, 1)
+}
+
+// NotificationChannelTypes are the channel types the dead-notifications
+// alarm sums (internal/alert.Types; infra does not import the runtime).
+var NotificationChannelTypes = []string{"webhook", "slack", "pagerduty", "email", "eventbridge"}
+
+// addNotificationAlarm alarms when alert notifications are dead-lettered:
+// people were not told of a lapse or a failed VERIFY.
+func (st *Stack) addNotificationAlarm(cfg Config) {
+	using := map[string]awscloudwatch.IMetric{}
+	expr := ""
+	for i, t := range NotificationChannelTypes {
+		id := fmt.Sprintf("m%d", i)
+		using[id] = awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: s(MetricsNamespace(cfg)), MetricName: s(metrics.Notifications.Name), Statistic: s("Sum"),
+			Period:        awscdk.Duration_Minutes(n(5)),
+			DimensionsMap: &map[string]*string{"channel_type": s(t), "outcome": s("dead")},
+		})
+		if expr != "" {
+			expr += " + "
+		}
+		expr += "FILL(" + id + ", 0)"
+	}
+	st.alarm("NotificationsDeadAlarm", "notifications-dead",
+		"Alert notifications were dead-lettered: people were not told of a lapse or a failed VERIFY. See GET /v1/channels/{id}/deadletters (docs/alerts.md) and replay them",
+		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{Expression: s(expr), UsingMetrics: &using, Period: awscdk.Duration_Minutes(n(5)), Label: s("dead notifications")}), 1, 1)
 }
 
 // throttleAdvice is what each function's throttles alarm says.

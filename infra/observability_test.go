@@ -68,6 +68,25 @@ func TestAlarmsOfServiceHealth(t *testing.T) {
 					tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), p)
 				})
 			}
+			// Dead alert notifications: metric math over every channel type.
+			deadFound := false
+			for _, a := range resources(tj, "AWS::CloudWatch::Alarm") {
+				b, _ := json.Marshal(props(a)["Metrics"])
+				if strings.Contains(string(b), `"MetricName":"clockwork_notifications_total"`) {
+					deadFound = true
+					for _, ct := range NotificationChannelTypes {
+						if !strings.Contains(string(b), `"Value":"`+ct+`"`) || !strings.Contains(string(b), `"Value":"dead"`) {
+							t.Errorf("dead-notifications alarm does not cover %s: %s", ct, b)
+						}
+					}
+					if fmt.Sprint(props(a)["AlarmActions"]) != fmt.Sprint(arr{ref(topic)}) {
+						t.Errorf("dead-notifications alarm does not notify the topic")
+					}
+				}
+			}
+			if !deadFound {
+				t.Error("no alarm on dead alert notifications")
+			}
 			// The table's alarms are metric math over every operation.
 			for _, m := range []string{"ThrottledRequests", "SystemErrors"} {
 				found := false
