@@ -19,6 +19,6 @@ import (
 )
 
 func main() {
-	rt := awsrt.MustStart(awsjudge.New)
+	rt := awsrt.MustStartGrader(awsjudge.New)
 	lambda.Start(emf.FlushAfter(rt.EMF, os.Stdout, rt.HandleGrading))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/metrics/prom"
 	"github.com/agentclock/clockwork/internal/notify"
+	"github.com/agentclock/clockwork/internal/otlpin"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/serve"
 )
@@ -201,6 +202,8 @@ func run() error {
 			return err
 		}
 		mcpapi.Mount(rt.API())
+		// On AWS the ingest function serves /v1/traces; locally, the API.
+		otlpin.Mount(rt.API())
 		rt.API().Console = console.Assets{}
 		handler = rt.HTTP()
 		closeRuntime = func() error { local.Close(); return nil }

@@ -15,14 +15,19 @@ import (
 // Folding every event of a plan in storage order gives the same Env as
 // BuildEnv over those events.
 type Aggregate struct {
-	StepCount       int                     `json:"step_count"`
-	EscalationCount int                     `json:"escalation_count"`
-	ErrorCount      int                     `json:"error_count"`
-	ToolCounts      map[string]int          `json:"tool_counts,omitempty"`
-	First           time.Time               `json:"first,omitzero"`
-	Last            time.Time               `json:"last,omitzero"`
-	Variables       map[string]any          `json:"variables,omitempty"`
-	Observations    []assertion.Observation `json:"observations,omitempty"`
+	StepCount       int            `json:"step_count"`
+	EscalationCount int            `json:"escalation_count"`
+	ErrorCount      int            `json:"error_count"`
+	ToolCounts      map[string]int `json:"tool_counts,omitempty"`
+	// ToolSequence and ToolArgs keep the TOOL_REQUESTs in order (the
+	// trajectory matchers, tool_args), at most assertion.MaxToolSequence.
+	ToolSequence      []string                `json:"tool_sequence,omitempty"`
+	ToolArgs          map[string][]any        `json:"tool_args,omitempty"`
+	SequenceTruncated bool                    `json:"sequence_truncated,omitempty"`
+	First             time.Time               `json:"first,omitzero"`
+	Last              time.Time               `json:"last,omitzero"`
+	Variables         map[string]any          `json:"variables,omitempty"`
+	Observations      []assertion.Observation `json:"observations,omitempty"`
 }
 
 // Add folds one stored event (already validated, not a repeat) into the
@@ -38,6 +43,7 @@ func (a *Aggregate) Add(e *Event) {
 			a.ToolCounts = map[string]int{}
 		}
 		a.ToolCounts[e.Tool]++
+		a.ToolSequence, a.ToolArgs, a.SequenceTruncated = appendCall(a.ToolSequence, a.ToolArgs, a.SequenceTruncated, e)
 	case ToolResult:
 		if e.Status != ToolSuccess {
 			a.ErrorCount++
@@ -82,11 +88,32 @@ func (a *Aggregate) observe(o assertion.Observation) {
 // Trajectory returns the aggregate's trajectory.
 func (a *Aggregate) Trajectory() assertion.Trajectory {
 	t := assertion.Trajectory{StepCount: a.StepCount, EscalationCount: a.EscalationCount, ErrorCount: a.ErrorCount,
-		ToolCounts: map[string]int{}, First: a.First, Last: a.Last}
+		ToolCounts: map[string]int{}, First: a.First, Last: a.Last,
+		ToolSequence: a.ToolSequence, ToolArgs: a.ToolArgs, SequenceTruncated: a.SequenceTruncated}
 	for k, v := range a.ToolCounts {
 		t.ToolCounts[k] = v
 	}
 	return t
+}
+
+// appendCall keeps one TOOL_REQUEST in order: its tool, and its argument
+// object (an empty object when it sent none), until MaxToolSequence.
+func appendCall(seq []string, args map[string][]any, truncated bool, e *Event) ([]string, map[string][]any, bool) {
+	if truncated || len(seq) >= assertion.MaxToolSequence {
+		return seq, args, true
+	}
+	var a any = map[string]any{}
+	if len(e.Arguments) > 0 {
+		var v any
+		if json.Unmarshal(e.Arguments, &v) == nil {
+			a = v
+		}
+	}
+	if args == nil {
+		args = map[string][]any{}
+	}
+	args[e.Tool] = append(args[e.Tool], a)
+	return append(seq, e.Tool), args, false
 }
 
 // Env builds the assertion environment; w may be nil.

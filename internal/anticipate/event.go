@@ -369,6 +369,7 @@ func Summarize(events []*Event) assertion.Trajectory {
 			t.EscalationCount++
 		case ToolRequest:
 			t.ToolCounts[e.Tool]++
+			t.ToolSequence, t.ToolArgs, t.SequenceTruncated = appendCall(t.ToolSequence, t.ToolArgs, t.SequenceTruncated, e)
 		case ToolResult:
 			if e.Status != ToolSuccess {
 				t.ErrorCount++

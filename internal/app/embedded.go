@@ -29,6 +29,7 @@ import (
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/netguard"
 	"github.com/agentclock/clockwork/internal/notify"
+	"github.com/agentclock/clockwork/internal/otlpin"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
@@ -234,6 +235,7 @@ func Start(cfg Config) (*App, error) {
 	a.Handler.Metrics = cfg.Metrics
 	a.Handler.MCPAllowedOrigins = cfg.MCPAllowedOrigins
 	mcpapi.Mount(a.Handler)
+	otlpin.Mount(a.Handler)
 	a.Handler.Console = console.Assets{}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -25,6 +25,7 @@ import (
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/mcpapi"
+	"github.com/agentclock/clockwork/internal/otlpin"
 	"github.com/agentclock/clockwork/internal/outbox"
 	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -224,6 +225,7 @@ func (e *testEnv) restartAWS() {
 	}
 	e.rt, e.local = rt, local
 	mcpapi.Mount(rt.API()) // as functions/api and the local AWS mode do
+	otlpin.Mount(rt.API()) // as the local AWS mode does (on AWS: the ingest function)
 	e.srv = httptest.NewServer(awsops.Tag("api", rt.HTTP()))
 }
 

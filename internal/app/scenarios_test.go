@@ -61,6 +61,7 @@ var scenarios = []struct {
 	{"MetricsMove", scenarioMetricsMove},
 	{"Alerts", scenarioAlerts},
 	{"AlertsTenancy", scenarioAlertsTenancy},
+	{"OTLPTraces", scenarioOTLPTraces},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

@@ -26,7 +26,18 @@ type Trajectory struct {
 	// First and Last are the earliest and latest event timestamps; both are
 	// zero when there were no events.
 	First, Last time.Time
+	// ToolSequence is the tool of every TOOL_REQUEST, in order
+	// (tool_sequence and the trajectory matchers); ToolArgs the argument
+	// object of each, per tool, in order (tool_args). At most
+	// MaxToolSequence are kept; beyond, SequenceTruncated is set and the
+	// functions that read them fail rather than answer on part of it.
+	ToolSequence      []string
+	ToolArgs          map[string][]any
+	SequenceTruncated bool
 }
+
+// MaxToolSequence bounds the tool calls a trajectory keeps in order.
+const MaxToolSequence = 1000
 
 // DurationSeconds returns Last minus First in seconds (duration_seconds),
 // or 0 when either is unset or Last is before First.
@@ -142,6 +153,8 @@ func (e *Env) Value(name string) (v any, ok bool) {
 		return e.traj.ErrorCount, true
 	case "duration_seconds":
 		return e.traj.DurationSeconds(), true
+	case "tool_sequence":
+		return e.toolSequence(), true
 	}
 	v, ok = e.vars[name]
 	return v, ok
@@ -186,6 +199,11 @@ const (
 	fnToolCount  = "__tool_count"
 	fnExpState   = "__expectation_state"
 	fnLapseCount = "__lapse_count"
+	fnTrajExact  = "__trajectory_exact"
+	fnTrajOrder  = "__trajectory_in_order"
+	fnTrajAny    = "__trajectory_any_order"
+	fnToolF1     = "__tool_call_f1"
+	fnToolArgs   = "__tool_args"
 	fnAdd        = "__add"    // a + that may concatenate: (any, any) any
 	fnConcat     = "__concat" // a + of two strings: (string, string) string
 )
@@ -193,6 +211,7 @@ const (
 // builtinValues are the bare names that are not OUTCOME variables.
 var builtinValues = map[string]bool{
 	"step_count": true, "escalation_count": true, "error_count": true, "duration_seconds": true,
+	"tool_sequence": true,
 }
 
 // builtinFuncs maps a built-in function to its internal name and its
@@ -201,10 +220,15 @@ var builtinFuncs = map[string]struct {
 	internal string
 	min, max int
 }{
-	"tool_invoked":      {fnToolInv, 1, 1},
-	"tool_count":        {fnToolCount, 1, 1},
-	"expectation_state": {fnExpState, 1, 1},
-	"lapse_count":       {fnLapseCount, 0, 1},
+	"tool_invoked":         {fnToolInv, 1, 1},
+	"tool_count":           {fnToolCount, 1, 1},
+	"expectation_state":    {fnExpState, 1, 1},
+	"lapse_count":          {fnLapseCount, 0, 1},
+	"trajectory_exact":     {fnTrajExact, 1, 1},
+	"trajectory_in_order":  {fnTrajOrder, 1, 1},
+	"trajectory_any_order": {fnTrajAny, 1, 1},
+	"tool_call_f1":         {fnToolF1, 1, 1},
+	"tool_args":            {fnToolArgs, 1, 1},
 }
 
 // prototypeEnv gives the checker the types of every environment entry.
@@ -221,6 +245,12 @@ var prototypeEnv = map[string]any{
 	fnToolCount:        func(any) int { return 0 },
 	fnExpState:         func(any) string { return "" },
 	fnLapseCount:       func(any) int { return 0 },
+	"tool_sequence":    []any{},
+	fnTrajExact:        func(any) bool { return false },
+	fnTrajOrder:        func(any) bool { return false },
+	fnTrajAny:          func(any) bool { return false },
+	fnToolF1:           func(any) float64 { return 0 },
+	fnToolArgs:         func(any) []any { return nil },
 	fnAdd:              boundedAdd,
 	fnConcat:           boundedConcat,
 }
@@ -233,8 +263,20 @@ func (e *Env) exprEnv() map[string]any {
 		"escalation_count": e.traj.EscalationCount,
 		"error_count":      e.traj.ErrorCount,
 		"duration_seconds": e.traj.DurationSeconds(),
-		fnAdd:              boundedAdd,
-		fnConcat:           boundedConcat,
+		"tool_sequence":    e.toolSequence(),
+		fnTrajExact:        func(want any) bool { return e.trajectory("trajectory_exact", want, exactly) },
+		fnTrajOrder:        func(want any) bool { return e.trajectory("trajectory_in_order", want, inOrder) },
+		fnTrajAny:          func(want any) bool { return e.trajectory("trajectory_any_order", want, anyOrder) },
+		fnToolF1: func(want any) float64 {
+			return toolCallF1(e.sequence("tool_call_f1"), toolList("tool_call_f1", want))
+		},
+		fnToolArgs: func(name any) []any {
+			e.sequence("tool_args")
+			out := []any{}
+			return append(out, e.traj.ToolArgs[toolName("tool_args", name)]...)
+		},
+		fnAdd:    boundedAdd,
+		fnConcat: boundedConcat,
 		fnVar: func(name any) any {
 			s, _ := name.(string)
 			v, ok := e.vars[s]
@@ -296,6 +338,113 @@ func (e *Env) exprEnv() map[string]any {
 			return e.watcher.LapseCount(s)
 		},
 	}
+}
+
+// toolSequence is tool_sequence as a list value, nil when truncated (the
+// functions that need it fail instead; see sequence).
+func (e *Env) toolSequence() []any {
+	out := make([]any, 0, len(e.traj.ToolSequence))
+	for _, t := range e.traj.ToolSequence {
+		out = append(out, t)
+	}
+	return out
+}
+
+// sequence returns the tool sequence, or fails the evaluation when the
+// trajectory kept only part of it.
+func (e *Env) sequence(fn string) []string {
+	if e.traj.SequenceTruncated {
+		panic(&EvalError{Kind: TypeMismatch, Name: fn,
+			Message: fmt.Sprintf("%s needs the plan's tool calls in order, and the plan made more than %d", fn, MaxToolSequence)})
+	}
+	return e.traj.ToolSequence
+}
+
+func (e *Env) trajectory(fn string, want any, match func(have, want []string) bool) bool {
+	return match(e.sequence(fn), toolList(fn, want))
+}
+
+// toolList reads a list of tool names given to a trajectory function.
+func toolList(fn string, v any) []string {
+	list, ok := v.([]any)
+	if !ok {
+		panic(&EvalError{Kind: TypeMismatch, Name: fn,
+			Message: fmt.Sprintf("%s expects a list of tool names, got %s", fn, typeName(v))})
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			panic(&EvalError{Kind: TypeMismatch, Name: fn,
+				Message: fmt.Sprintf("%s expects a list of tool names, and one is %s", fn, typeName(x))})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// exactly: the sequence is want, no more, no less.
+func exactly(have, want []string) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range want {
+		if have[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// inOrder: want is a subsequence of have (others may come between).
+func inOrder(have, want []string) bool {
+	i := 0
+	for _, t := range have {
+		if i < len(want) && t == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// anyOrder: every tool of want occurs in have, as often as want lists it.
+func anyOrder(have, want []string) bool {
+	count := map[string]int{}
+	for _, t := range have {
+		count[t]++
+	}
+	for _, t := range want {
+		if count[t] == 0 {
+			return false
+		}
+		count[t]--
+	}
+	return true
+}
+
+// toolCallF1 is the F1 score of the invoked tools (a multiset) against
+// the expected multiset: 2PR/(P+R) with P the share of calls expected and
+// R the share of expected calls made; 1 when both are empty.
+func toolCallF1(have, want []string) float64 {
+	if len(have) == 0 && len(want) == 0 {
+		return 1
+	}
+	left := map[string]int{}
+	for _, t := range want {
+		left[t]++
+	}
+	match := 0
+	for _, t := range have {
+		if left[t] > 0 {
+			left[t]--
+			match++
+		}
+	}
+	if match == 0 {
+		return 0
+	}
+	p, r := float64(match)/float64(len(have)), float64(match)/float64(len(want))
+	return 2 * p * r / (p + r)
 }
 
 // mustObserve returns the observation call(args...) or panics with a
@@ -556,6 +705,27 @@ func (e *Env) tracingEnv(rec *recorder) map[string]any {
 	m[fnExpState] = func(id any) string {
 		v := st(id)
 		rec.add(describeCall("expectation_state", []any{id}), v)
+		return v
+	}
+	for _, fn := range []struct{ internal, name string }{{fnTrajExact, "trajectory_exact"}, {fnTrajOrder, "trajectory_in_order"}, {fnTrajAny, "trajectory_any_order"}} {
+		f := e.m[fn.internal].(func(any) bool)
+		name := fn.name
+		m[fn.internal] = func(want any) bool {
+			v := f(want)
+			rec.add(describeCall(name, []any{want}), v)
+			return v
+		}
+	}
+	f1 := e.m[fnToolF1].(func(any) float64)
+	m[fnToolF1] = func(want any) float64 {
+		v := f1(want)
+		rec.add(describeCall("tool_call_f1", []any{want}), v)
+		return v
+	}
+	ta := e.m[fnToolArgs].(func(any) []any)
+	m[fnToolArgs] = func(name any) []any {
+		v := ta(name)
+		rec.add(describeCall("tool_args", []any{name}), v)
 		return v
 	}
 	lc := e.m[fnLapseCount].(func(any) int)

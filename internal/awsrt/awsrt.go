@@ -260,6 +260,8 @@ type Runtime struct {
 	EMF *emf.Recorder
 
 	inline *inlineOutbox
+	// sealer seals credentials and channel secrets (nil without a key).
+	sealer credentials.Sealer
 	// authn authenticates the HTTP API's requests; handlerOnce assembles
 	// the API (API).
 	authn       httpapi.Authenticator
@@ -392,7 +394,7 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 		sealer = &credentials.KMS{Client: &credentials.KMSClient{Config: ac}, KeyID: cfg.CredentialsKeyID}
 	}
 	r.Credentials = credentials.New(r.Store, sealer, credentials.Options{})
-	r.Notify = newNotify(r, sealer)
+	r.sealer = sealer
 
 	r.authn = authorizer.Gateway{Log: cfg.Log}
 	if !cfg.TrustAuthorizer {
@@ -417,6 +419,9 @@ func (r *Runtime) API() *httpapi.Handler {
 		// rather than fail past the bound.
 		h.MaxBundleBytes = httpapi.LambdaBundleBytes
 		h.Credentials = r.Credentials
+		if r.Notify == nil {
+			r.Notify = newNotify(r, r.sealer)
+		}
 		h.Notify = r.Notify
 		h.Metrics = r.Config.Metrics
 		h.MCPAllowedOrigins = r.Config.MCPAllowedOrigins
@@ -450,6 +455,9 @@ func (r *Runtime) startWorkers() {
 		r.Eval.SetGrader(g)
 	}
 	r.inline = &inlineOutbox{}
+	if r.Notify == nil {
+		r.Notify = newNotify(r, r.sealer)
+	}
 	r.Notify.SetEnqueuer(notifyQueue{r})
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
 		Alerts: r.Notify, Metrics: cfg.Metrics}
@@ -489,6 +497,32 @@ func MustStart(judges JudgeFactory) *Runtime {
 	return mustStart(func(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.Judges = judges
 		return New(ctx, cfg)
+	})
+}
+
+// NewGrader assembles what the grader function runs: the store, the
+// evaluation service with its judge, and the grading queue to put a job
+// back on. It starts no clock, outbox, feed or alerting (the grader never
+// schedules, delivers or notifies), which keeps its bootstrap, which also
+// links the Bedrock client, within its size budget. Errors are New's.
+func NewGrader(ctx context.Context, cfg Config) (*Runtime, error) {
+	r, err := newCore(ctx, cfg, newJudge)
+	if err != nil {
+		return nil, err
+	}
+	r.SQS = awsclient.NewSQSSender(r.AWS)
+	if g := r.grader(); g != nil {
+		r.Eval.SetGrader(g)
+	}
+	return r, nil
+}
+
+// MustStartGrader is MustStart for the grader function: the runtime of
+// NewGrader, with judges building the model judge (awsjudge.New).
+func MustStartGrader(judges JudgeFactory) *Runtime {
+	return mustStart(func(ctx context.Context, cfg Config) (*Runtime, error) {
+		cfg.Judges = judges
+		return NewGrader(ctx, cfg)
 	})
 }
 

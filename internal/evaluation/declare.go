@@ -75,7 +75,7 @@ func (s *Service) newRecord(a *anticipate.Anticipation, principal string) *Antic
 	return &AnticipationRecord{
 		Anticipation: a.Raw, Digest: a.DDNASignature, Emitter: string(a.EffectiveEmitter()),
 		DeclaredBy: principal, ReceivedAt: s.now().Format(time.RFC3339Nano), AgentID: a.AgentID,
-		PlanID: a.PlanID, ScopeID: a.ScopeEnvelopeID, AnticipateID: a.AnticipationID,
+		PlanID: a.PlanID, ScopeID: a.ScopeEnvelopeID, AnticipateID: a.AnticipationID, SessionID: a.SessionID,
 	}
 }
 

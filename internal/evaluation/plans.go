@@ -177,3 +177,37 @@ func (s *Service) ExecutionFor(ctx context.Context, planID, agentID string, c Ca
 func noExecution(planID string) error {
 	return errs.E(errs.NotFound, "no execution of plan %q", planID)
 }
+
+// PlansOfSession returns the plans of agentID's ANTICIPATEs whose
+// session_id is session, split into those not completed and those
+// completed, read through a lookup (so a declaration acknowledged before
+// the call is seen). ANTICIPATEs declared before sessions were indexed are
+// not found here.
+func (s *Service) PlansOfSession(ctx context.Context, agentID, session string) (open, completed []string, err error) {
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		open, completed = nil, nil
+		items, err := tx.Lookup(ctx, lookupSessions, sessionPK(agentID, session))
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, it := range items {
+			rec, err := decode[AnticipationRecord](it)
+			if err != nil || rec.AgentID != agentID || rec.SessionID != session || rec.PlanID == "" || seen[rec.PlanID] {
+				continue
+			}
+			seen[rec.PlanID] = true
+			ex, exists, err := loadExecution(ctx, tx, agentID, rec.PlanID)
+			if err != nil {
+				return err
+			}
+			if exists && ex.Completed {
+				completed = append(completed, rec.PlanID)
+			} else {
+				open = append(open, rec.PlanID)
+			}
+		}
+		return nil
+	})
+	return open, completed, wrap(err)
+}

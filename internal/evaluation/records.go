@@ -15,6 +15,7 @@ import (
 //	item            PK               SK                 index PK / SK
 //	anticipation    ANT#<agent>#<id> ANT                lk1: PA#<plan> or SA#<scope> / <agent>#<id>
 //	                                                    lk2: AX#<id> / <agent>
+//	                                                    lk3: SS#<agent>#<session> / <agent>#<id> (with a plan)
 //	execution       PLAN#<agent>#<plan> EXEC            lk1: PX#<plan> / <agent>
 //	event           PLAN#<agent>#<plan> EV#<seq, 12 digits>
 //	event id        PLAN#<agent>#<plan> EID#<event_id>
@@ -51,6 +52,12 @@ const lookupBound = store.LK1
 // entries name the agent (partitions AX#<id>).
 const lookupAnticipationIDs = store.LK2
 
+// lookupSessions is the lookup index of an agent's plan-bound
+// anticipations by session_id (partitions SS#<agent>#<session>), read to
+// bind OTLP spans by their conversation id; a lookup, so a span exported
+// right after its ANTICIPATE was declared finds it.
+const lookupSessions = store.LK3
+
 // lookupPlans is the lookup index of executions by plan id (partitions
 // PX#<plan>, apart from lookupBound's PA# and SA#).
 const lookupPlans = store.LK1
@@ -85,9 +92,12 @@ func eventIDKey(pk, id string) store.Key  { return store.Key{PK: pk, SK: "EID#" 
 func plansPK(plan string) string          { return "PX#" + esc(plan) }
 func verificationKey(id string) store.Key { return store.Key{PK: "VER#" + esc(id), SK: "VER"} }
 func planBoundPK(plan string) string      { return "PA#" + esc(plan) }
-func scopeBoundPK(scope string) string    { return "SA#" + esc(scope) }
-func byAnticipationPK(id string) string   { return "AV#" + esc(id) }
-func byAgentPK(agent string) string       { return "AA#" + esc(agent) }
+func sessionPK(agent, session string) string {
+	return "SS#" + esc(agent) + "#" + esc(session)
+}
+func scopeBoundPK(scope string) string  { return "SA#" + esc(scope) }
+func byAnticipationPK(id string) string { return "AV#" + esc(id) }
+func byAgentPK(agent string) string     { return "AA#" + esc(agent) }
 
 // AnticipationRecord is a stored ANTICIPATE with its sealing state.
 type AnticipationRecord struct {
@@ -104,6 +114,9 @@ type AnticipationRecord struct {
 	PlanID       string `json:"plan_id,omitempty"`
 	ScopeID      string `json:"scope_envelope_id"`
 	AnticipateID string `json:"anticipation_id"`
+	// SessionID is the ANTICIPATE's session_id: OTLP spans that name it
+	// as gen_ai.conversation.id bind to this plan (PlansOfSession).
+	SessionID string `json:"session_id,omitempty"`
 
 	// key is where the record was read from (anticipationKey, or
 	// legacyAnticipationKey for one stored before ids were namespaced);
@@ -243,6 +256,9 @@ func anticipationItem(r *AnticipationRecord) (store.Item, error) {
 	idx[store.GSI5] = store.IndexKey{PK: byAgentPK(r.AgentID), SK: receivedSortKey(r.ReceivedAt) + "#" + esc(r.AnticipateID)}
 	if !legacy {
 		idx[lookupAnticipationIDs] = store.IndexKey{PK: anticipationIDsPK(r.AnticipateID), SK: esc(r.AgentID)}
+	}
+	if r.SessionID != "" && r.PlanID != "" {
+		idx[lookupSessions] = store.IndexKey{PK: sessionPK(r.AgentID, r.SessionID), SK: boundSK}
 	}
 	return mkItem(key, TypeAnticipation, r, idx)
 }

@@ -83,6 +83,7 @@ func authzCases() []authzCase {
 		{name: "get bundle", pattern: "GET /v1/verifications/{verificationId}/bundle", method: "GET", path: "/v1/verifications/{vid}/bundle", scope: auth.Read, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
 			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
+		{name: "export traces", pattern: "POST /v1/traces", method: "POST", path: "/v1/traces", body: static([]byte(`{"resourceSpans":[]}`)), scope: auth.EventsWrite},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
 		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -148,6 +149,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	behindGateway := httpapi.New(ap.Watcher, ap.Eval, authorizer.Gateway{Log: quietLog()}, quietLog())
 	behindGateway.Credentials = ap.Credentials
 	behindGateway.Notify = ap.Notify
+	behindGateway.Traces = ap.Handler.Traces
 	mcpapi.Mount(behindGateway)
 	public := map[string]bool{}
 	for _, c := range cases {

@@ -57,6 +57,10 @@ type Handler struct {
 	// DNS rebinding); requests without Origin (non-browser clients) are
 	// served. Empty: no browser origin is allowed.
 	MCPAllowedOrigins []string
+	// Traces receives OTLP traces at POST /v1/traces (internal/otlpin.Mount
+	// sets it; nil answers 404: on AWS an ingest function of its own
+	// serves the route, which keeps protobuf out of the API function).
+	Traces TracesExporter
 	// Console serves the web console at /console; nil answers its routes
 	// with 404 (the Lambdas that are not the API do not link it).
 	Console ConsoleAssets
@@ -128,6 +132,7 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/verifications/{verificationId}/bundle", Scope: auth.Read, Eval: true, fn: h.bundle},
 		{Pattern: "POST /v1/verifications/{verificationId}/grades", Scope: auth.GradesWrite, Eval: true, fn: h.grade},
 		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
+		{Pattern: "POST /v1/traces", Scope: auth.EventsWrite, Eval: true, fn: h.traces},
 		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
 		{Pattern: "POST /mcp", fn: h.mcp},
 		// The web console (public static files; its data comes through the

@@ -1,0 +1,169 @@
+package otlpin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/evaluation"
+)
+
+// Ingester appends the events of exported spans to their plans.
+type Ingester struct {
+	Eval *evaluation.Service
+}
+
+// Result is what an export answers: the spans rejected (bound to no plan,
+// naming an agent the token may not act for, or refused by the plan: after
+// PLAN_COMPLETE, no ANTICIPATE binding it, an invalid event) and why.
+type Result struct {
+	Rejected int64
+	Message  string
+}
+
+// Export binds every span of td to a plan and appends its events, plan by
+// plan, each plan's events ordered by time (PLAN_COMPLETE last). Event ids
+// derive from the trace, span and role, so exporting the same batch again
+// appends nothing new. A span that cannot be appended is counted in the
+// result, not an error; an error means the store failed (retry the export).
+func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evaluation.Caller) (Result, error) {
+	type planKey struct{ agent, plan string }
+	plans := map[planKey][]Event{}
+	spansOf := map[planKey]map[string]bool{}
+	var order []planKey
+	rejected := map[string]string{} // span id -> reason
+	convs := map[[2]string]string{}
+	for _, se := range Map(td) {
+		if len(se.Events) == 0 {
+			continue
+		}
+		spanID := se.Events[0].SpanID
+		agent := se.Agent
+		if agent != "" && c.May != nil && !c.May(agent) {
+			rejected[spanID] = fmt.Sprintf("this token may not act for agent %q", agent)
+			continue
+		}
+		plan := se.Plan
+		if plan == "" && se.Conversation != "" {
+			who := agent
+			if who == "" {
+				who = c.Only
+			}
+			if who == "" {
+				rejected[spanID] = "a span bound by gen_ai.conversation.id needs its agent (gen_ai.agent.id) or a token for one agent"
+				continue
+			}
+			key := [2]string{who, se.Conversation}
+			p, seen := convs[key]
+			if !seen {
+				var err error
+				if p, err = in.planOfConversation(ctx, who, se.Conversation, c); err != nil {
+					return Result{}, err
+				}
+				convs[key] = p
+			}
+			plan, agent = p, who
+		}
+		if plan == "" {
+			rejected[spanID] = "bound to no plan: set aigp.plan_id, or gen_ai.conversation.id equal to the session_id of exactly one open plan"
+			continue
+		}
+		k := planKey{agent, plan}
+		if _, ok := plans[k]; !ok {
+			order = append(order, k)
+			spansOf[k] = map[string]bool{}
+		}
+		for _, ev := range se.Events {
+			if agent != "" {
+				ev.Body["agent_id"] = agent
+			}
+			plans[k] = append(plans[k], ev)
+		}
+		spansOf[k][spanID] = true
+	}
+	for _, k := range order {
+		evs := plans[k]
+		Order(evs)
+		for _, ev := range evs {
+			if rejected[ev.SpanID] != "" {
+				continue
+			}
+			raw, err := json.Marshal(ev.Body)
+			if err != nil {
+				return Result{}, err
+			}
+			if _, err := in.Eval.AppendEvent(ctx, k.plan, raw, c); err != nil {
+				switch errs.CodeOf(err) {
+				case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden:
+					rejected[ev.SpanID] = fmt.Sprintf("plan %q: %s", k.plan, messageOf(err))
+					continue
+				}
+				return Result{}, err
+			}
+		}
+	}
+	return summarize(rejected), nil
+}
+
+// summarize counts the rejected spans and joins the first few reasons.
+func summarize(rejected map[string]string) Result {
+	if len(rejected) == 0 {
+		return Result{}
+	}
+	reasons := map[string]int{}
+	for _, r := range rejected {
+		reasons[r]++
+	}
+	var parts []string
+	for r, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d span(s): %s", n, r))
+	}
+	sort.Strings(parts)
+	if len(parts) > 5 {
+		parts = append(parts[:5], fmt.Sprintf("and %d other reasons", len(parts)-5))
+	}
+	return Result{Rejected: int64(len(rejected)), Message: strings.Join(parts, "; ")}
+}
+
+// planOfConversation returns the plan of agent's declared, not completed
+// plans whose ANTICIPATE's session_id is conversation, when exactly one
+// is; when none is open but exactly one completed plan has that session,
+// that one (so an exporter's retry of a batch that completed the plan
+// binds where it did, appends nothing new, and a new span is refused as
+// after PLAN_COMPLETE); "" otherwise.
+func (in *Ingester) planOfConversation(ctx context.Context, agent, conversation string, c evaluation.Caller) (string, error) {
+	if c.May != nil && !c.May(agent) {
+		return "", nil
+	}
+	open, done, err := in.Eval.PlansOfSession(ctx, agent, conversation)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(open) == 1:
+		return open[0], nil
+	case len(open) == 0 && len(done) == 1:
+		return done[0], nil
+	}
+	return "", nil
+}
+
+// messageOf is what a span's rejection says of an event's refusal: the
+// error's client-safe message (and its fields).
+func messageOf(err error) string {
+	var e *errs.Error
+	if !errors.As(err, &e) {
+		return "refused"
+	}
+	msg := e.Message
+	for _, f := range e.Fields {
+		msg += "; " + f.Path + " " + f.Message
+	}
+	return msg
+}
