@@ -18,7 +18,7 @@ const ModulePath = "github.com/agentclock/clockwork"
 
 // Functions are the Lambda mains, each at functions/<name> (package main,
 // calling lambda.Start).
-var Functions = []string{"api", "authorizer", "clock", "grader", "stream"}
+var Functions = []string{"api", "authorizer", "clock", "grader", "ingest", "stream"}
 
 // MinNodeMajor is the oldest Node.js the CDK construct library supports
 // (22 and 24; 20 reached its end of life in April 2026).

@@ -52,6 +52,9 @@ type Config struct {
 	// only trigger, so the two are equal; at least 2, the least a mapping
 	// takes): how many judge calls run at once.
 	GraderConcurrency int
+	// IngestConcurrency is the ingest function's reserved concurrency (OTLP
+	// exports: POST /v1/traces).
+	IngestConcurrency int
 	// PublicThrottleRate and PublicThrottleBurst throttle each route that
 	// needs no token (/healthz, /openapi.json), below the stage default.
 	PublicThrottleRate, PublicThrottleBurst int
@@ -149,17 +152,17 @@ func DefaultConfig(stage string) (Config, error) {
 	case "dev":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 7, 50, 100, 5
 		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 10, 5, 2
-		c.GraderConcurrency = 2
+		c.GraderConcurrency, c.IngestConcurrency = 2, 5
 	case "staging":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 30, 100, 200, 20
 		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 50, 20, 10
-		c.GraderConcurrency = 4
+		c.GraderConcurrency, c.IngestConcurrency = 4, 10
 	case "prod":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 90, 1000, 2000, 100
 		// The stream function: one invocation per stream shard, and the
 		// plan for prod's load is PlannedStreamShards (docs/operations.md).
 		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 100
-		c.GraderConcurrency = 10
+		c.GraderConcurrency, c.IngestConcurrency = 10, 50
 	default:
 		return Config{}, fmt.Errorf("unknown stage %q: the stage must be one of %s; pass it as -c stage=dev, -c stage=staging or -c stage=prod (cdk.json defaults to dev)",
 			stage, strings.Join(Stages, ", "))

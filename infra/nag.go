@@ -44,7 +44,7 @@ func (st *Stack) suppressNagFindings() {
 	suppress(st.StreamFailureQueue, false, "AwsSolutions-SQS3",
 		"This queue is the on-failure destination of the stream mapping, i.e. the dead-letter queue of the table's stream batches")
 	// Synchronous and stream invocations have no asynchronous failures.
-	for _, fn := range []constructs.IConstruct{st.API, st.Authorizer, st.Stream, st.Grader} {
+	for _, fn := range []constructs.IConstruct{st.API, st.Authorizer, st.Stream, st.Grader, st.Ingest} {
 		suppress(fn, false, "Serverless-LambdaDLQ",
 			"Invoked synchronously (API Gateway) or by an event source mapping (the stream, whose failures go to its on-failure destination; the grading queue, whose redrive policy is its dead-letter queue): a function dead-letter queue applies to asynchronous invocations only")
 	}

@@ -94,7 +94,7 @@ func (st *Stack) functions() []struct {
 	return []struct {
 		id, name string
 		fn       awslambda.Function
-	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Grader", "grader", st.Grader}, {"Stream", "stream", st.Stream}}
+	}{{"Api", "api", st.API}, {"Authorizer", "authorizer", st.Authorizer}, {"Clock", "clock", st.Clock}, {"Grader", "grader", st.Grader}, {"Ingest", "ingest", st.Ingest}, {"Stream", "stream", st.Stream}}
 }
 
 func (st *Stack) addAlarms() {
@@ -191,6 +191,7 @@ var throttleAdvice = map[string]string{
 	"api":        "The api function hit its reserved concurrency: requests are refused with 429/503 (raise -c apiConcurrency and the stage throttle together)",
 	"authorizer": "The authorizer function hit its reserved concurrency: requests are refused (raise -c authorizerConcurrency)",
 	"clock":      "The clock function hit its reserved concurrency: instants are delayed (raise -c clockConcurrency)",
+	"ingest":     "The ingest function hit its reserved concurrency: OTLP exports are refused with 429 and the exporters retry (raise IngestConcurrency)",
 	"grader":     "The grader function was throttled: model grading of HEURISTIC criteria is delayed (its jobs wait in the grading queue)",
 	"stream":     "The stream function was throttled: the account's unreserved concurrency is exhausted; the stream waits (it holds reserved concurrency, see docs/operations.md)",
 }

@@ -469,6 +469,10 @@ func (sb *stackBuilder) apiFunctions() {
 	if cfg.MCPAllowedOrigins != "" {
 		st.API.AddEnvironment(s("MCP_ALLOWED_ORIGINS"), s(cfg.MCPAllowedOrigins), nil)
 	}
+	// The OTLP receiver: a function of its own, since the protobuf runtime
+	// it links does not fit in the API function's bootstrap.
+	st.Ingest = sb.function("IngestFunction", "ingest", "OTLP/HTTP traces receiver (POST /v1/traces): an instrumented agent's spans become its plans' execution events",
+		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, func(p *awslambda.FunctionProps) { reserve(p, cfg.IngestConcurrency) })
 
 	// The VERIFY signing key, when configured: every function that starts
 	// the runtime (api, clock, stream) reads it at start.
@@ -477,7 +481,7 @@ func (sb *stackBuilder) apiFunctions() {
 			Service: s("ssm"), Resource: s("parameter"), ResourceName: s(strings.TrimPrefix(cfg.SigningKeyParameter, "/")),
 			ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		})
-		for _, fn := range []awslambda.Function{st.API, st.Clock, st.Stream, st.Grader} {
+		for _, fn := range []awslambda.Function{st.API, st.Clock, st.Stream, st.Grader, st.Ingest} {
 			fn.AddEnvironment(s("SIGNING_KEY_PARAMETER"), s(cfg.SigningKeyParameter), nil)
 			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: s("ReadSigningKey"), Actions: strs("ssm:GetParameter"), Resources: &[]*string{keyArn},
@@ -600,9 +604,16 @@ func (sb *stackBuilder) httpAPI() {
 		IdentitySource:  &[]*string{},
 		ResultsCacheTtl: awscdk.Duration_Seconds(n(0)),
 	})
+	ingest := awsapigatewayv2integrations.NewHttpLambdaIntegration(s("IngestIntegration"), st.Ingest, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+		PayloadFormatVersion:   awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+		ScopePermissionToRoute: b(false),
+	})
 	for _, r := range Routes {
 		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path: s(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration,
+		}
+		if r.Method+" "+r.Path == TracesRoute {
+			opts.Integration = ingest
 		}
 		switch {
 		case r.Public:

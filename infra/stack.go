@@ -75,6 +75,8 @@ var Routes = []Route{
 	{"GET", "/v1/agents/{agentId}/alerts", false},
 	{"DELETE", "/v1/agents/{agentId}/alerts", false},
 	{"GET", "/v1/agents/{agentId}/notifications", false},
+	// OTLP traces in (internal/otlpin), served by the ingest function.
+	{"POST", "/v1/traces", false},
 }
 
 // PushRoute is the route where A2A pushes land, which takes the A2A 0.3
@@ -128,15 +130,19 @@ var TableActions = []string{
 // it decides on the record it re-reads) and queries the open-instant index
 // in the sweep; the stream reads lookup entries and records and writes
 // them whole, and reads no index; the grader reads a VERIFY, its
-// anticipation and execution, and writes the VERIFY whole.
+// anticipation and execution, and writes the VERIFY whole; the ingest
+// function appends events as the API does (no index, no deletes).
 var (
 	TableActionsOf = map[string][]string{
 		"api":    TableActions,
 		"clock":  {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
 		"grader": {"dynamodb:GetItem", "dynamodb:PutItem"},
+		"ingest": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
 	}
 	IndexQueries = map[string]bool{"api": true, "clock": true}
+	// TracesRoute is the route API Gateway sends to the ingest function.
+	TracesRoute = "POST /v1/traces"
 )
 
 // Timer queue settings: the clock function consumes it in batches of
@@ -185,7 +191,9 @@ type Stack struct {
 	API, Clock, Stream awslambda.Function
 	// Grader grades HEURISTIC criteria with the model judge, one job of the
 	// grading queue at a time.
-	Grader                awslambda.Function
+	Grader awslambda.Function
+	// Ingest serves POST /v1/traces (OTLP), apart from the API function.
+	Ingest                awslambda.Function
 	GradingQueue          awssqs.Queue
 	GradingDLQ            awssqs.Queue
 	Authorizer            awslambda.Function

@@ -79,7 +79,7 @@ func TestFunctions(t *testing.T) {
 		t.Run(stage, func(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
 			cfg := sy.cfg
-			assert(t, "five functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5)) })
+			assert(t, "six functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(6)) })
 			// Every function: arm64, provided.al2023 (bootstrap), traced,
 			// JSON logs to its own log group with retention.
 			assert(t, "every function", func() {
@@ -103,6 +103,7 @@ func TestFunctions(t *testing.T) {
 				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
 				"clock":      {"TIMER_QUEUE_URL": timers, "GRADING_QUEUE_URL": grading},
 				"grader":     {"GRADING_QUEUE_URL": grading},
+				"ingest":     {"TRUST_AUTHORIZER": "true"},
 				"stream": {
 					"TIMER_QUEUE_URL":    timers,
 					"GRADING_QUEUE_URL":  grading,
@@ -262,21 +263,37 @@ func TestHTTPAPI(t *testing.T) {
 				t.Errorf("%d authorizers, want 2 (tokens, push)", n)
 			}
 
-			// Routes: exactly the list, every one to the API function,
-			// every one but the public ones behind the authorizer (the push
-			// route behind the push authorizer).
+			// Routes: exactly the list, every one to the API function but
+			// the OTLP route to the ingest function, every one but the
+			// public ones behind the authorizer (the push route behind the
+			// push authorizer).
 			public := map[string]bool{}
 			for _, r := range Routes {
 				public[r.Method+" "+r.Path] = r.Public
 			}
 			var got, want []string
-			intID, _ := only(t, tj, "AWS::ApiGatewayV2::Integration", "PayloadFormatVersion", "2.0")
+			integrationOf := map[string]string{} // function name -> integration id
+			for id, in := range resources(tj, "AWS::ApiGatewayV2::Integration") {
+				uri := fmt.Sprint(props(in)["IntegrationUri"])
+				for _, fn := range []string{"api", "ingest"} {
+					if strings.Contains(uri, fnID(t, tj, fn, stage)) {
+						integrationOf[fn] = id
+					}
+				}
+			}
+			if len(integrationOf) != 2 || len(resources(tj, "AWS::ApiGatewayV2::Integration")) != 2 {
+				t.Fatalf("integrations %v, want one to the api function and one to the ingest function", integrationOf)
+			}
 			for _, r := range resources(tj, "AWS::ApiGatewayV2::Route") {
 				key := props(r)["RouteKey"].(string)
 				got = append(got, key)
 				target := fmt.Sprint(props(r)["Target"])
-				if !strings.Contains(target, intID) {
-					t.Errorf("route %s targets %s, not the API integration", key, target)
+				wantFn := "api"
+				if key == TracesRoute {
+					wantFn = "ingest"
+				}
+				if !strings.Contains(target, integrationOf[wantFn]) {
+					t.Errorf("route %s targets %s, not the %s integration", key, target, wantFn)
 				}
 				authType, authID := props(r)["AuthorizationType"], fmt.Sprint(props(r)["AuthorizerId"])
 				if public[key] {
@@ -305,11 +322,12 @@ func TestHTTPAPI(t *testing.T) {
 					"IntegrationUri": getAtt(fnID(t, tj, "api", stage), "Arn"),
 				})
 			})
-			// Three invoke permissions (the API function, the authorizer
-			// once per authorizer), each scoped to this API.
-			assert(t, "three permissions", func() {
-				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(3))
-				for _, name := range []string{"api", "authorizer"} {
+			// Four invoke permissions (the API function, the ingest
+			// function, the authorizer once per authorizer), each scoped to
+			// this API.
+			assert(t, "four permissions", func() {
+				tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Permission"), jsii.Number(4))
+				for _, name := range []string{"api", "ingest", "authorizer"} {
 					tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), obj{
 						"Principal": "apigateway.amazonaws.com", "Action": "lambda:InvokeFunction",
 						"FunctionName": getAtt(fnID(t, tj, name, stage), "Arn"),

@@ -54,7 +54,7 @@ func TokensJSON() string {
 }
 
 // The functions and their event folders.
-var functionNames = []string{"api", "authorizer", "clock", "grader", "stream"}
+var functionNames = []string{"api", "authorizer", "clock", "grader", "ingest", "stream"}
 
 // sampleAuthorizer is the authorizer with TOKENS_JSON.
 func sampleAuthorizer() *authorizer.Authorizer {
@@ -209,6 +209,17 @@ func TestEventFiles(t *testing.T) {
 				if _, err := anticipate.Validate([]byte(req.Body)); err != nil {
 					t.Errorf("%s: the ANTICIPATE does not validate (d_dna_signature?): %v", e.Name, err)
 				}
+			}
+		}
+	})
+	t.Run("ingest", func(t *testing.T) {
+		evs := loadEvents(t, "ingest")
+		loadExpected[int](t, "ingest", evs)
+		for _, e := range evs {
+			var req events.APIGatewayV2HTTPRequest
+			if err := strictJSON(e.Body, &req); err != nil || req.RouteKey != "POST /v1/traces" || req.RawPath != "/v1/traces" ||
+				req.Headers["authorization"] != "Bearer "+SampleToken || req.RequestContext.Authorizer == nil || !json.Valid([]byte(req.Body)) {
+				t.Errorf("%s: not an OTLP export through API Gateway with the sample token: %v", e.Name, err)
 			}
 		}
 	})

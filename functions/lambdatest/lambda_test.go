@@ -79,6 +79,7 @@ func TestLambdaBootstraps(t *testing.T) {
 	streamWant := loadExpected[[]string](t, "stream", evs["stream"])
 	clockWant := loadExpected[string](t, "clock", evs["clock"])
 	graderWant := loadExpected[string](t, "grader", evs["grader"])
+	ingestWant := loadExpected[int](t, "ingest", evs["ingest"])
 
 	// 1. Build, and check the sizes.
 	bins := buildBootstraps(t, root)
@@ -227,11 +228,27 @@ func TestLambdaBootstraps(t *testing.T) {
 		}
 	}
 
-	// 8. The effects the stream function had, seen through the api function
+	// 8. ingest: OTLP exports (none bound to a plan: answered, with the
+	// unbound span in partialSuccess).
+	ingest := startFunction(t, rie, "ingest", native["ingest"], env)
+	for i, e := range evs["ingest"] {
+		resp := ingest.invokeAPI(t, e)
+		if i == 0 {
+			ingest.logColdStart(t)
+		}
+		if resp.StatusCode != ingestWant[e.Name] {
+			ingest.fail(t, "ingest %s: status %d, want %d: %s", e.Name, resp.StatusCode, ingestWant[e.Name], resp.Body)
+		}
+		if strings.Contains(e.Name, "unbound") && !strings.Contains(resp.Body, `"rejectedSpans":"1"`) {
+			ingest.fail(t, "ingest %s: %s, want the span in partialSuccess", e.Name, resp.Body)
+		}
+	}
+
+	// 9. The effects the stream function had, seen through the api function
 	// and the Scheduler API.
 	checkEffects(t, api, sched, table)
 
-	// 9. The metrics each function wrote on stdout, as CloudWatch Embedded
+	// 10. The metrics each function wrote on stdout, as CloudWatch Embedded
 	// Metric Format, for what it did.
 	checkMetrics(t, api, clock, stream)
 }

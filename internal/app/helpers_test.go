@@ -225,8 +225,14 @@ func (e *testEnv) restartAWS() {
 	}
 	e.rt, e.local = rt, local
 	mcpapi.Mount(rt.API()) // as functions/api and the local AWS mode do
-	otlpin.Mount(rt.API()) // as the local AWS mode does (on AWS: the ingest function)
-	e.srv = httptest.NewServer(awsops.Tag("api", rt.HTTP()))
+	// As deployed: API Gateway sends POST /v1/traces to the ingest
+	// function (its own handler), everything else to the api function.
+	traces := rt.Traces()
+	otlpin.Mount(traces)
+	mux := http.NewServeMux()
+	mux.Handle("/", awsops.Tag("api", rt.HTTP()))
+	mux.Handle("POST /v1/traces", awsops.Tag("ingest", traces))
+	e.srv = httptest.NewServer(mux)
 }
 
 func (e *testEnv) stop() {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +201,33 @@ func scenarioOTLPTraces(t *testing.T) {
 	r := e.do(req)
 	if r.status != 200 || !strings.Contains(string(r.body), "may not act for agent") {
 		t.Fatalf("another tenant's spans: %d %s", r.status, r.body)
+	}
+}
+
+// TestPythonOTelAgent: an agent instrumented with the OpenTelemetry Python
+// SDK (OpenInference TOOL spans, the OTLP/HTTP protobuf exporter,
+// configured by the standard environment variables alone) is graded PASS
+// from its trace, its plan bound by the conversation id.
+func TestPythonOTelAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: installs the OpenTelemetry Python SDK into a cached virtualenv on first use")
+	}
+	const dir = "../../examples/otel/python"
+	python := strings.TrimSpace(installTool(t, "bash", dir+"/venv.sh", "python"))
+	e := startEnv(t)
+	var seed map[string]any
+	_ = json.Unmarshal(variant(t, "x", "x"), &seed)
+	agent := seed["agent_id"].(string)
+	registerAs(t, e, agent)
+	e.must(201, e.call("POST", "/v1/anticipations", trajectoryAnticipation(t, "ant-py-otel", "plan-py-otel", "conv-py")))
+	cmd := exec.Command(python, dir+"/agent.py", "conv-py", agent, "iam_create_user", "iam_add_to_group")
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="+e.srv.URL+"/v1/traces",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20"+adminToken)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agent.py: %v\n%s", err, out)
+	}
+	v := e.waitVerification("ant-py-otel")
+	if v.Verdict != anticipate.VerdictPass {
+		t.Fatalf("verdict %s: %+v", v.Verdict, v.Results)
 	}
 }

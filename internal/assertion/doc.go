@@ -29,6 +29,20 @@
 //   - The built-in functions tool_invoked(name) and tool_count(name)
 //     (TOOL_REQUEST events for that tool), and the watcher functions
 //     expectation_state(id) and lapse_count() / lapse_count(kind).
+//   - The trajectory: the value tool_sequence, the list of the tools of
+//     the plan's TOOL_REQUEST events in order; trajectory_exact(list)
+//     (the sequence is exactly list), trajectory_in_order(list) (list is a
+//     subsequence: those tools occur in that order, others may come
+//     between), trajectory_any_order(list) (each tool of list occurs, as
+//     many times as list names it, in any order), tool_call_f1(list) (the
+//     F1 score, 0 to 1, of the calls made against the expected multiset:
+//     2PR/(P+R) with P the share of calls that were expected and R the
+//     share of expected calls made; 1 when both are empty), and
+//     tool_args(name) (the argument objects of that tool's requests, in
+//     order; an empty object for a request without arguments), as in
+//     tool_args('book_flight')[0].destination == 'LIS'. The first
+//     MaxToolSequence calls are kept; past them these fail rather than
+//     answer on part of the trajectory.
 //   - Any other bare name is an OUTCOME variable.
 //   - Any other call f(args...) is looked up, after its arguments are
 //     evaluated, among the OUTCOME observations

@@ -484,6 +484,14 @@ func (r *Runtime) parameter(ctx context.Context, name string) (string, error) {
 	return awsclient.Parameter(ctx, r.AWS, name)
 }
 
+// Traces returns the handler of the ingest function: POST /v1/traces
+// alone (httpapi.NewTraces), trusting the authorizer as the API does.
+func (r *Runtime) Traces() *httpapi.Handler {
+	h := httpapi.NewTraces(r.Eval, r.authn, r.Log)
+	h.Metrics = r.Config.Metrics
+	return h
+}
+
 // HTTP returns the API handler (for the API Lambda and the local AWS mode).
 func (r *Runtime) HTTP() http.Handler { return r.API() }
 

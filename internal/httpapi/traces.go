@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
+
+	"github.com/agentclock/clockwork/internal/auth"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
@@ -74,4 +77,20 @@ func tooLargeOr(err error, other error) error {
 		return errs.E(errs.TooLarge, "the export request is over %d MB; export smaller batches", MaxTracesBody>>20)
 	}
 	return other
+}
+
+// NewTraces builds a handler that serves POST /v1/traces alone, with the
+// authentication and errors of New, for the AWS ingest function (New would
+// link every route into a bootstrap that has room for the OTLP decoder
+// only). Mount an exporter on it (internal/otlpin.Mount) before serving.
+func NewTraces(eval *evaluation.Service, a Authenticator, log *slog.Logger) *Handler {
+	h := &Handler{Eval: eval, Auth: a, Log: log, MaxBody: DefaultMaxBody}
+	mux := http.NewServeMux()
+	const pattern = "POST /v1/traces"
+	mux.Handle(pattern, h.authed(auth.EventsWrite, checkText(pattern, h.traces)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, h.Log, errs.E(errs.NotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	h.mux, h.patterns = mux, []string{pattern}
+	return h
 }
