@@ -34,6 +34,7 @@ var Routes = []Route{
 	{"GET", "/openapi.json", true},
 	{"PUT", "/v1/agents/{agentId}", false},
 	{"GET", "/v1/agents/{agentId}", false},
+	{"DELETE", "/v1/agents/{agentId}", false},
 	{"POST", "/v1/agents/{agentId}/expectations", false},
 	{"GET", "/v1/agents/{agentId}/expectations", false},
 	{"GET", "/v1/agents/{agentId}/expectations/{expectationId}", false},

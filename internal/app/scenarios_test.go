@@ -62,6 +62,7 @@ var scenarios = []struct {
 	{"Alerts", scenarioAlerts},
 	{"AlertsTenancy", scenarioAlertsTenancy},
 	{"OTLPTraces", scenarioOTLPTraces},
+	{"AgentErasure", scenarioAgentErasure},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

@@ -106,6 +106,9 @@ func authzCases() []authzCase {
 		{name: "delete alerts", pattern: "DELETE /v1/agents/{agentId}/alerts", method: "DELETE", path: "/v1/agents/agent-1/alerts", scope: auth.AgentsWrite, bound: true},
 		{name: "delete channel", pattern: "DELETE /v1/channels/{channelId}", method: "DELETE", path: "/v1/channels/ops-hook", scope: auth.ChannelsWrite, ownID: "ops-hook", unknownID: "no-such-hook"},
 		{name: "list anticipations", pattern: "GET /v1/agents/{agentId}/anticipations", method: "GET", path: "/v1/agents/agent-1/anticipations", scope: auth.Read, bound: true},
+		// Last: the every-scope caller erases agent-1 (its card is PUT again
+		// by the first cases of the next mode).
+		{name: "erase agent", pattern: "DELETE /v1/agents/{agentId}", method: "DELETE", path: "/v1/agents/agent-1", scope: auth.AgentsWrite, bound: true},
 	}
 }
 

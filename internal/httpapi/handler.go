@@ -100,6 +100,7 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /openapi.json", Public: true, fn: h.openAPI},
 		{Pattern: "PUT /v1/agents/{agentId}", Scope: auth.AgentsWrite, Agent: true, fn: h.putCard},
 		{Pattern: "GET /v1/agents/{agentId}", Scope: auth.Read, Agent: true, fn: h.getCard},
+		{Pattern: "DELETE /v1/agents/{agentId}", Scope: auth.AgentsWrite, Agent: true, fn: h.eraseAgent},
 		{Pattern: "POST /v1/agents/{agentId}/expectations", Scope: auth.ExpectationsWrite, Agent: true, fn: h.raise},
 		{Pattern: "GET /v1/agents/{agentId}/expectations", Scope: auth.Read, Agent: true, fn: h.list},
 		{Pattern: "GET /v1/agents/{agentId}/expectations/{expectationId}", Scope: auth.Read, Agent: true, fn: h.get},

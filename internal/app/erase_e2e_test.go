@@ -1,0 +1,82 @@
+package app
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// scenarioAgentErasure: DELETE /v1/agents/{id} leaves nothing of the agent
+// that a route shows; a lapse due after it is never sent; a fact
+// satisfies nothing; with evidence=true the agent's ANTICIPATEs, events
+// and VERIFYs go too; a second erasure is a 404; another tenant cannot.
+func scenarioAgentErasure(t *testing.T) {
+	e := startEnv(t)
+	ag := register(t, e, "1.0")
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+		payment("e-done", ts(100*time.Millisecond)), payment("e-open", ts(3*time.Second)))))
+	e.waitRecord(agentID, "e-done", func(r *expect.Record) bool { return r.LapseTaskID != "" })
+	if n := len(ag.Received()); n != 1 {
+		t.Fatalf("lapse tasks before the erasure: %d", n)
+	}
+	e.must(201, e.call("PUT", "/v1/channels/erase-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/hook"}))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"erase-hook"}}}}))
+
+	// Evidence of another agent (the seed's), run to its VERIFY.
+	var seed map[string]any
+	_ = json.Unmarshal(variant(t, "x", "x"), &seed)
+	seedAgent := seed["agent_id"].(string)
+	registerAs(t, e, seedAgent)
+	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-erase", "plan-erase")))
+	runPlan(t, e, "plan-erase", 3, nil, allGood())
+	v := e.waitVerification("ant-erase")
+
+	e.must(403, e.call("DELETE", "/v1/agents/"+agentID, nil, tenantB))
+	var out struct {
+		Erased   map[string]int
+		Evidence string
+	}
+	e.must(200, e.call("DELETE", "/v1/agents/"+agentID, nil)).json(t, &out)
+	if out.Erased["card"] != 1 || out.Erased["expectation"] != 2 || out.Erased["alertrules"] != 1 || !strings.HasPrefix(out.Evidence, "kept") {
+		t.Fatalf("erased %+v", out)
+	}
+	e.must(404, e.call("GET", "/v1/agents/"+agentID, nil))
+	e.must(404, e.call("GET", "/v1/agents/"+agentID+"/expectations/e-open", nil))
+	if r := e.must(200, e.call("GET", "/v1/agents/"+agentID+"/alerts", nil)); !strings.Contains(string(r.body), `"rules":[]`) {
+		t.Fatalf("alert rules after the erasure: %s", r.body)
+	}
+	if r := e.must(200, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=e-done", nil)); strings.Contains(string(r.body), "ntf_") {
+		t.Fatalf("notifications after the erasure: %s", r.body)
+	}
+	var agents struct{ Agents []map[string]any }
+	e.must(200, e.call("GET", "/v1/agents", nil)).json(t, &agents)
+	for _, a := range agents.Agents {
+		if a["agentId"] == agentID {
+			t.Fatal("the erased agent is still listed")
+		}
+	}
+	if r := e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.e-open", ts(0))}}); r.status == 200 &&
+		strings.Contains(string(r.body), "e-open") {
+		t.Fatalf("a fact satisfied an erased expectation: %s", r.body)
+	}
+	time.Sleep(4 * time.Second) // e-open's due time passes
+	if n := len(ag.Received()); n != 1 {
+		t.Fatalf("a lapse task was sent for an erased expectation: %d received", n)
+	}
+	e.must(404, e.call("DELETE", "/v1/agents/"+agentID, nil))
+
+	// Evidence.
+	e.must(200, e.call("DELETE", "/v1/agents/"+seedAgent+"?evidence=true", nil)).json(t, &out)
+	if out.Evidence != "erased" || out.Erased["anticipation"] != 1 || out.Erased["verification"] < 1 || out.Erased["event"] < 1 {
+		t.Fatalf("evidence erased %+v", out)
+	}
+	e.must(404, e.call("GET", "/v1/anticipations/ant-erase", nil))
+	e.must(404, e.call("GET", "/v1/verifications/"+v.VerificationID, nil))
+	e.must(404, e.call("GET", "/v1/verifications/"+v.VerificationID+"/bundle", nil))
+	e.must(404, e.call("GET", "/v1/executions/plan-erase/events", nil))
+	hasErrorPath(t, e.must(400, e.call("DELETE", "/v1/agents/"+seedAgent+"?evidence=yes", nil)), "evidence")
+}

@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/agentclock/clockwork/internal/errs"
+)
+
+// erasedResponse says what DELETE /v1/agents/{agentId} removed, by item
+// type, and what became of the agent's evidence.
+type erasedResponse struct {
+	AgentID  string         `json:"agentId"`
+	Erased   map[string]int `json:"erased"`
+	Evidence string         `json:"evidence"`
+}
+
+// eraseAgent serves DELETE /v1/agents/{agentId}[?evidence=true].
+func (h *Handler) eraseAgent(w http.ResponseWriter, r *http.Request) error {
+	agent := r.PathValue("agentId")
+	withEvidence := false
+	switch r.URL.Query().Get("evidence") {
+	case "", "false":
+	case "true":
+		withEvidence = true
+	default:
+		return errs.Fields("bad query", []errs.FieldError{{Path: "evidence", Message: "must be true or false"}})
+	}
+	erased, err := h.Watcher.EraseAgent(r.Context(), agent)
+	if err != nil && !(withEvidence && errs.Is(err, errs.NotFound)) {
+		return err
+	}
+	if erased == nil {
+		erased = map[string]int{}
+	}
+	out := erasedResponse{AgentID: agent, Erased: erased, Evidence: "kept until its own retention (erase it with ?evidence=true)"}
+	if withEvidence && h.Eval != nil {
+		ev, err := h.Eval.EraseAgent(r.Context(), agent)
+		if err != nil {
+			return err
+		}
+		for k, v := range ev {
+			out.Erased[k] += v
+		}
+		out.Evidence = "erased"
+	}
+	if len(out.Erased) == 0 {
+		return errs.E(errs.NotFound, "nothing of agent %q is stored", agent)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
