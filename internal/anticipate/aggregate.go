@@ -24,6 +24,8 @@ type Aggregate struct {
 	ToolSequence      []string                `json:"tool_sequence,omitempty"`
 	ToolArgs          map[string][]any        `json:"tool_args,omitempty"`
 	SequenceTruncated bool                    `json:"sequence_truncated,omitempty"`
+	ArgsBytes         int                     `json:"args_bytes,omitempty"`
+	ArgsTruncated     bool                    `json:"args_truncated,omitempty"`
 	First             time.Time               `json:"first,omitzero"`
 	Last              time.Time               `json:"last,omitzero"`
 	Variables         map[string]any          `json:"variables,omitempty"`
@@ -43,7 +45,7 @@ func (a *Aggregate) Add(e *Event) {
 			a.ToolCounts = map[string]int{}
 		}
 		a.ToolCounts[e.Tool]++
-		a.ToolSequence, a.ToolArgs, a.SequenceTruncated = appendCall(a.ToolSequence, a.ToolArgs, a.SequenceTruncated, e)
+		a.ToolSequence, a.ToolArgs, a.SequenceTruncated, a.ArgsBytes, a.ArgsTruncated = appendCall(a.ToolSequence, a.ToolArgs, a.SequenceTruncated, a.ArgsBytes, a.ArgsTruncated, e)
 	case ToolResult:
 		if e.Status != ToolSuccess {
 			a.ErrorCount++
@@ -89,7 +91,7 @@ func (a *Aggregate) observe(o assertion.Observation) {
 func (a *Aggregate) Trajectory() assertion.Trajectory {
 	t := assertion.Trajectory{StepCount: a.StepCount, EscalationCount: a.EscalationCount, ErrorCount: a.ErrorCount,
 		ToolCounts: map[string]int{}, First: a.First, Last: a.Last,
-		ToolSequence: a.ToolSequence, ToolArgs: a.ToolArgs, SequenceTruncated: a.SequenceTruncated}
+		ToolSequence: a.ToolSequence, ToolArgs: a.ToolArgs, SequenceTruncated: a.SequenceTruncated, ArgsTruncated: a.ArgsTruncated}
 	for k, v := range a.ToolCounts {
 		t.ToolCounts[k] = v
 	}
@@ -97,23 +99,31 @@ func (a *Aggregate) Trajectory() assertion.Trajectory {
 }
 
 // appendCall keeps one TOOL_REQUEST in order: its tool, and its argument
-// object (an empty object when it sent none), until MaxToolSequence.
-func appendCall(seq []string, args map[string][]any, truncated bool, e *Event) ([]string, map[string][]any, bool) {
+// object (an empty object when it sent none), until MaxToolSequence calls;
+// arguments until MaxToolArgsBytes of them (then argsTruncated).
+func appendCall(seq []string, args map[string][]any, truncated bool, argBytes int, argsTruncated bool, e *Event) ([]string, map[string][]any, bool, int, bool) {
 	if truncated || len(seq) >= assertion.MaxToolSequence {
-		return seq, args, true
+		return seq, args, true, argBytes, argsTruncated
 	}
-	var a any = map[string]any{}
-	if len(e.Arguments) > 0 {
-		var v any
-		if json.Unmarshal(e.Arguments, &v) == nil {
-			a = v
+	if !argsTruncated {
+		var a any = map[string]any{}
+		if len(e.Arguments) > 0 {
+			var v any
+			if json.Unmarshal(e.Arguments, &v) == nil {
+				a = v
+			}
+		}
+		if argBytes+len(e.Arguments) > assertion.MaxToolArgsBytes {
+			argsTruncated = true
+		} else {
+			if args == nil {
+				args = map[string][]any{}
+			}
+			args[e.Tool] = append(args[e.Tool], a)
+			argBytes += len(e.Arguments)
 		}
 	}
-	if args == nil {
-		args = map[string][]any{}
-	}
-	args[e.Tool] = append(args[e.Tool], a)
-	return append(seq, e.Tool), args, false
+	return append(seq, e.Tool), args, false, argBytes, argsTruncated
 }
 
 // Env builds the assertion environment; w may be nil.

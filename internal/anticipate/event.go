@@ -357,6 +357,7 @@ func (e *Event) BindPlan(planID string) error {
 func Summarize(events []*Event) assertion.Trajectory {
 	t := assertion.Trajectory{ToolCounts: map[string]int{}}
 	seen := map[string]bool{}
+	argBytes := 0
 	for _, e := range events {
 		if e == nil || seen[e.EventID] {
 			continue
@@ -369,7 +370,9 @@ func Summarize(events []*Event) assertion.Trajectory {
 			t.EscalationCount++
 		case ToolRequest:
 			t.ToolCounts[e.Tool]++
-			t.ToolSequence, t.ToolArgs, t.SequenceTruncated = appendCall(t.ToolSequence, t.ToolArgs, t.SequenceTruncated, e)
+			var n int
+			t.ToolSequence, t.ToolArgs, t.SequenceTruncated, n, t.ArgsTruncated = appendCall(t.ToolSequence, t.ToolArgs, t.SequenceTruncated, argBytes, t.ArgsTruncated, e)
+			argBytes = n
 		case ToolResult:
 			if e.Status != ToolSuccess {
 				t.ErrorCount++

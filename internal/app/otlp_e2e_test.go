@@ -184,6 +184,36 @@ func scenarioOTLPTraces(t *testing.T) {
 		!strings.Contains(ans.PartialSuccess.ErrorMessage, "no plan") {
 		t.Fatalf("unbound span: %d %s", resp.StatusCode, out)
 	}
+	// The agent named on the root span only (as GenAI frameworks do):
+	// every event of the plan is its agent's, PLAN_COMPLETE last.
+	e.must(201, e.call("POST", "/v1/anticipations", trajectoryAnticipation(t, "ant-otel-root", "plan-otel-root", "conv-root")))
+	rootBody := `{"resourceSpans":[{"scopeSpans":[{"spans":[
+	  {"traceId":"6b8efff798038103d269b633813fc60c","spanId":"00000000000000ff","name":"invoke_agent","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000009000000000",
+	   "attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"invoke_agent"}},{"key":"aigp.plan_root","value":{"boolValue":true}},
+	     {"key":"gen_ai.agent.id","value":{"stringValue":"` + agent + `"}},{"key":"aigp.plan_id","value":{"stringValue":"plan-otel-root"}}]},
+	  {"traceId":"6b8efff798038103d269b633813fc60c","spanId":"0000000000000001","parentSpanId":"00000000000000ff","name":"execute_tool","startTimeUnixNano":"1700000001000000000","endTimeUnixNano":"1700000002000000000",
+	   "attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}},{"key":"gen_ai.tool.name","value":{"stringValue":"iam_create_user"}},
+	     {"key":"aigp.plan_id","value":{"stringValue":"plan-otel-root"}}]}]}]}]}`
+	req, _ = http.NewRequest("POST", e.srv.URL+"/v1/traces", strings.NewReader(rootBody))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if r := e.do(req); r.status != 200 || string(r.body) != "{}" {
+		t.Fatalf("root-named agent: %d %s", r.status, r.body)
+	}
+	page.Events = nil // a fresh decode: json merges into maps it reuses
+	e.must(200, e.call("GET", "/v1/executions/plan-otel-root/events", nil)).json(t, &page)
+	if page.Execution.Count != 3 || page.Events[2].Event["message_type"] != "PLAN_COMPLETE" || page.Events[2].Event["parent_span_id"] != nil ||
+		page.Events[0].Event["parent_span_id"] != "00000000000000ff" {
+		t.Fatalf("root-named agent's plan: %d events %+v", page.Execution.Count, page.Events)
+	}
+	// Millions of empty spans in a small body are refused before decoding.
+	bomb := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.Repeat(`{},`, 6000) + `{}]}]}]}`
+	req, _ = http.NewRequest("POST", e.srv.URL+"/v1/traces", strings.NewReader(bomb))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if r := e.do(req); r.status != 413 {
+		t.Fatalf("6,001 spans: %d %s", r.status, r.body)
+	}
 	// A body that is not a request, and one of another content type.
 	for _, c := range []struct{ ct, body, field string }{{"application/json", "{", "body"}, {"application/x-protobuf", "\xff\xff", "body"}, {"text/plain", "x", "Content-Type"}} {
 		req, _ := http.NewRequest("POST", e.srv.URL+"/v1/traces", bytes.NewReader([]byte(c.body)))

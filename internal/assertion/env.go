@@ -34,10 +34,18 @@ type Trajectory struct {
 	ToolSequence      []string
 	ToolArgs          map[string][]any
 	SequenceTruncated bool
+	// ArgsTruncated is set when the arguments kept passed MaxToolArgsBytes
+	// (tool_args then fails).
+	ArgsTruncated bool
 }
 
-// MaxToolSequence bounds the tool calls a trajectory keeps in order.
-const MaxToolSequence = 1000
+// MaxToolSequence bounds the tool calls a trajectory keeps in order, and
+// MaxToolArgsBytes the JSON of the arguments it keeps (the aggregate is
+// rewritten with every event and must stay small).
+const (
+	MaxToolSequence  = 1000
+	MaxToolArgsBytes = 64 << 10
+)
 
 // DurationSeconds returns Last minus First in seconds (duration_seconds),
 // or 0 when either is unset or Last is before First.
@@ -154,6 +162,9 @@ func (e *Env) Value(name string) (v any, ok bool) {
 	case "duration_seconds":
 		return e.traj.DurationSeconds(), true
 	case "tool_sequence":
+		if e.traj.SequenceTruncated {
+			return nil, false
+		}
 		return e.toolSequence(), true
 	}
 	v, ok = e.vars[name]
@@ -199,6 +210,7 @@ const (
 	fnToolCount  = "__tool_count"
 	fnExpState   = "__expectation_state"
 	fnLapseCount = "__lapse_count"
+	fnToolSeq    = "__tool_sequence"
 	fnTrajExact  = "__trajectory_exact"
 	fnTrajOrder  = "__trajectory_in_order"
 	fnTrajAny    = "__trajectory_any_order"
@@ -245,7 +257,7 @@ var prototypeEnv = map[string]any{
 	fnToolCount:        func(any) int { return 0 },
 	fnExpState:         func(any) string { return "" },
 	fnLapseCount:       func(any) int { return 0 },
-	"tool_sequence":    []any{},
+	fnToolSeq:          func() []any { return nil },
 	fnTrajExact:        func(any) bool { return false },
 	fnTrajOrder:        func(any) bool { return false },
 	fnTrajAny:          func(any) bool { return false },
@@ -263,15 +275,22 @@ func (e *Env) exprEnv() map[string]any {
 		"escalation_count": e.traj.EscalationCount,
 		"error_count":      e.traj.ErrorCount,
 		"duration_seconds": e.traj.DurationSeconds(),
-		"tool_sequence":    e.toolSequence(),
-		fnTrajExact:        func(want any) bool { return e.trajectory("trajectory_exact", want, exactly) },
-		fnTrajOrder:        func(want any) bool { return e.trajectory("trajectory_in_order", want, inOrder) },
-		fnTrajAny:          func(want any) bool { return e.trajectory("trajectory_any_order", want, anyOrder) },
+		fnToolSeq: func() []any {
+			e.sequence("tool_sequence")
+			return e.toolSequence()
+		},
+		fnTrajExact: func(want any) bool { return e.trajectory("trajectory_exact", want, exactly) },
+		fnTrajOrder: func(want any) bool { return e.trajectory("trajectory_in_order", want, inOrder) },
+		fnTrajAny:   func(want any) bool { return e.trajectory("trajectory_any_order", want, anyOrder) },
 		fnToolF1: func(want any) float64 {
 			return toolCallF1(e.sequence("tool_call_f1"), toolList("tool_call_f1", want))
 		},
 		fnToolArgs: func(name any) []any {
 			e.sequence("tool_args")
+			if e.traj.ArgsTruncated {
+				panic(&EvalError{Kind: TypeMismatch, Name: "tool_args",
+					Message: fmt.Sprintf("tool_args needs every call's arguments, and the plan's came to more than %d bytes", MaxToolArgsBytes)})
+			}
 			out := []any{}
 			return append(out, e.traj.ToolArgs[toolName("tool_args", name)]...)
 		},
@@ -340,8 +359,8 @@ func (e *Env) exprEnv() map[string]any {
 	}
 }
 
-// toolSequence is tool_sequence as a list value, nil when truncated (the
-// functions that need it fail instead; see sequence).
+// toolSequence is tool_sequence as a list value (callers check that it
+// is whole first: sequence).
 func (e *Env) toolSequence() []any {
 	out := make([]any, 0, len(e.traj.ToolSequence))
 	for _, t := range e.traj.ToolSequence {
@@ -715,6 +734,12 @@ func (e *Env) tracingEnv(rec *recorder) map[string]any {
 			rec.add(describeCall(name, []any{want}), v)
 			return v
 		}
+	}
+	seqFn := e.m[fnToolSeq].(func() []any)
+	m[fnToolSeq] = func() []any {
+		v := seqFn()
+		rec.add("tool_sequence", v)
+		return v
 	}
 	f1 := e.m[fnToolF1].(func(any) float64)
 	m[fnToolF1] = func(want any) float64 {

@@ -148,6 +148,11 @@ func (r *nameRewriter) Visit(node *ast.Node) {
 	}
 	if builtinValues[id.Value] {
 		r.names[id.Value] = true
+		if id.Value == "tool_sequence" {
+			// A call, so that it can fail when the trajectory kept only
+			// part of the sequence rather than answer on that part.
+			replace(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fnToolSeq}})
+		}
 		return
 	}
 	if _, fn := builtinFuncs[id.Value]; fn {

@@ -66,6 +66,15 @@ func TestTrajectoryMatchers(t *testing.T) {
 	if _, err := p.Eval(long); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a truncated sequence must fail the matcher: %v", err)
 	}
+	// tool_sequence does not answer on part of the calls either.
+	q, _ := Compile("!('iam_remove_user' in tool_sequence)")
+	if _, err := q.Eval(NewEnv(Trajectory{ToolSequence: []string{"noop"}, SequenceTruncated: true}, nil, nil, nil)); err == nil {
+		t.Error("tool_sequence answered on a truncated sequence")
+	}
+	a, _ := Compile("tool_args('pay') == []")
+	if _, err := a.Eval(NewEnv(Trajectory{ToolSequence: []string{"pay"}, ArgsTruncated: true}, nil, nil, nil)); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("tool_args answered on truncated arguments: %v", err)
+	}
 	if _, err := Compile("trajectory_exact"); err == nil {
 		t.Error("a matcher named without a call must not compile")
 	}

@@ -13,9 +13,11 @@
 package otlpin
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -115,4 +117,123 @@ func Response(rejected int64, message string, isJSON bool) []byte {
 	var out []byte
 	out = protowire.AppendTag(out, 1, protowire.BytesType)
 	return protowire.AppendBytes(out, ps)
+}
+
+// MaxSpans bounds the spans of one export request: counted before the
+// body is decoded, so that a small compressed body of millions of empty
+// spans costs no memory (413 past it; exporters batch 512 by default).
+const MaxSpans = 5000
+
+// ErrTooManySpans is returned by CountSpans past MaxSpans.
+var ErrTooManySpans = fmt.Errorf("an export request holds more than %d spans; export smaller batches", MaxSpans)
+
+// CountSpans counts the spans of a request body without decoding it:
+// protobuf by its wire format (ResourceSpans 1, ScopeSpans 2, Span 2),
+// OTLP JSON by its tokens (the objects of every "spans" array). It stops
+// at MaxSpans+1 with ErrTooManySpans, and lets the decoder report a body
+// it cannot read.
+func CountSpans(body []byte, isJSON bool) error {
+	n := 0
+	if isJSON {
+		return countJSON(body)
+	}
+	err := eachField(body, 1, func(rs []byte) error {
+		return eachField(rs, 2, func(ss []byte) error {
+			return eachField(ss, 2, func([]byte) error {
+				if n++; n > MaxSpans {
+					return ErrTooManySpans
+				}
+				return nil
+			})
+		})
+	})
+	if errors.Is(err, ErrTooManySpans) {
+		return err
+	}
+	return nil
+}
+
+// eachField calls fn with the bytes of every length-delimited field num of
+// msg; other fields are skipped; a malformed message ends the walk.
+func eachField(msg []byte, num protowire.Number, fn func([]byte) error) error {
+	for len(msg) > 0 {
+		n, typ, l := protowire.ConsumeTag(msg)
+		if l < 0 {
+			return nil
+		}
+		msg = msg[l:]
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg)
+			if m < 0 {
+				return nil
+			}
+			if n == num {
+				if err := fn(v); err != nil {
+					return err
+				}
+			}
+			msg = msg[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(n, typ, msg)
+		if m < 0 {
+			return nil
+		}
+		msg = msg[m:]
+	}
+	return nil
+}
+
+// countJSON counts the objects of "spans" arrays, token by token.
+func countJSON(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		array, spans, expectKey bool
+		key                     string
+	}
+	var stack []frame
+	n := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the decoder reports what is wrong
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				if top != nil && top.array && top.spans {
+					if n++; n > MaxSpans {
+						return ErrTooManySpans
+					}
+				}
+				if top != nil && !top.array {
+					top.expectKey = true
+				}
+				stack = append(stack, frame{expectKey: true})
+			case '[':
+				spans := top != nil && !top.array && top.key == "spans"
+				if top != nil && !top.array {
+					top.expectKey = true
+				}
+				stack = append(stack, frame{array: true, spans: spans})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		default:
+			if top == nil || top.array {
+				continue
+			}
+			if top.expectKey {
+				top.key, _ = t.(string)
+				top.expectKey = false
+			} else {
+				top.expectKey = true
+			}
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
+	"github.com/agentclock/clockwork/internal/store"
 )
 
 // Ingester appends the events of exported spans to their plans.
@@ -33,20 +34,25 @@ type Result struct {
 // appends nothing new. A span that cannot be appended is counted in the
 // result, not an error; an error means the store failed (retry the export).
 func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evaluation.Caller) (Result, error) {
-	type planKey struct{ agent, plan string }
-	plans := map[planKey][]Event{}
-	spansOf := map[planKey]map[string]bool{}
-	var order []planKey
-	rejected := map[string]string{} // span id -> reason
+	// First every span's plan and (named) agent; then, per plan, one agent
+	// for all its events (a framework names the agent on the root span
+	// only), and every event of the plan ordered together.
+	type planned struct {
+		se    SpanEvents
+		agent string
+	}
+	byPlan := map[string][]planned{}
+	var order []string
+	rejected := map[string]string{} // span key -> reason
 	convs := map[[2]string]string{}
 	for _, se := range Map(td) {
-		if len(se.Events) == 0 {
+		if se.Invalid != "" {
+			rejected[se.Key] = se.Invalid
 			continue
 		}
-		spanID := se.Events[0].SpanID
 		agent := se.Agent
 		if agent != "" && c.May != nil && !c.May(agent) {
-			rejected[spanID] = fmt.Sprintf("this token may not act for agent %q", agent)
+			rejected[se.Key] = fmt.Sprintf("this token may not act for agent %q", agent)
 			continue
 		}
 		plan := se.Plan
@@ -56,7 +62,7 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 				who = c.Only
 			}
 			if who == "" {
-				rejected[spanID] = "a span bound by gen_ai.conversation.id needs its agent (gen_ai.agent.id) or a token for one agent"
+				rejected[se.Key] = "a span bound by gen_ai.conversation.id needs its agent (gen_ai.agent.id) or a token for one agent"
 				continue
 			}
 			key := [2]string{who, se.Conversation}
@@ -71,37 +77,55 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 			plan, agent = p, who
 		}
 		if plan == "" {
-			rejected[spanID] = "bound to no plan: set aigp.plan_id, or gen_ai.conversation.id equal to the session_id of exactly one open plan"
+			rejected[se.Key] = "bound to no plan: set aigp.plan_id, or gen_ai.conversation.id equal to the session_id of exactly one open plan"
 			continue
 		}
-		k := planKey{agent, plan}
-		if _, ok := plans[k]; !ok {
-			order = append(order, k)
-			spansOf[k] = map[string]bool{}
+		if _, ok := byPlan[plan]; !ok {
+			order = append(order, plan)
 		}
-		for _, ev := range se.Events {
-			if agent != "" {
-				ev.Body["agent_id"] = agent
-			}
-			plans[k] = append(plans[k], ev)
-		}
-		spansOf[k][spanID] = true
+		byPlan[plan] = append(byPlan[plan], planned{se: se, agent: agent})
 	}
-	for _, k := range order {
-		evs := plans[k]
+	for _, plan := range order {
+		agents := map[string]bool{}
+		for _, p := range byPlan[plan] {
+			if p.agent != "" {
+				agents[p.agent] = true
+			}
+		}
+		agent := ""
+		if len(agents) > 1 {
+			for _, p := range byPlan[plan] {
+				rejected[p.se.Key] = fmt.Sprintf("plan %q: its spans name several agents", plan)
+			}
+			continue
+		}
+		for a := range agents {
+			agent = a
+		}
+		var evs []Event
+		for _, p := range byPlan[plan] {
+			evs = append(evs, p.se.Events...)
+		}
 		Order(evs)
 		for _, ev := range evs {
-			if rejected[ev.SpanID] != "" {
+			if rejected[ev.Span] != "" {
 				continue
+			}
+			if agent != "" {
+				ev.Body["agent_id"] = agent
 			}
 			raw, err := json.Marshal(ev.Body)
 			if err != nil {
 				return Result{}, err
 			}
-			if _, err := in.Eval.AppendEvent(ctx, k.plan, raw, c); err != nil {
+			if _, err := in.Eval.AppendEvent(ctx, plan, raw, c); err != nil {
+				if errors.Is(err, store.ErrTooLarge) {
+					rejected[ev.Span] = fmt.Sprintf("plan %q: the event is too large to store", plan)
+					continue
+				}
 				switch errs.CodeOf(err) {
-				case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden:
-					rejected[ev.SpanID] = fmt.Sprintf("plan %q: %s", k.plan, messageOf(err))
+				case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden, errs.TooLarge:
+					rejected[ev.Span] = fmt.Sprintf("plan %q: %s", plan, messageOf(err))
 					continue
 				}
 				return Result{}, err

@@ -37,33 +37,44 @@ const (
 // object ready for evaluation.AppendEvent (agent_id is added when bound).
 type SpanEvents struct {
 	Plan, Agent, Conversation string
-	Events                    []Event
+	// Key names the span (trace id and span id, hex) in rejections.
+	Key    string
+	Events []Event
+	// Invalid says why the span cannot be taken (bad ids or times).
+	Invalid string
 }
 
 // Event is one execution event of a span.
 type Event struct {
 	At     time.Time
 	SpanID string
+	// Span is the span's key (SpanEvents.Key).
+	Span string
 	// Last orders PLAN_COMPLETE after every other event of its plan in the
 	// same export.
 	Last bool
 	Body map[string]any
 }
 
-// Map turns every span of td into its events (a span that maps to no
-// event yields none), in the order the request holds them.
+// Map turns the spans of td into their events, in the order the request
+// holds them; a span that maps to no event is left out.
 func Map(td *tracev1.TracesData) []SpanEvents {
 	var out []SpanEvents
 	for _, rs := range td.GetResourceSpans() {
 		res := attrs(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
-				out = append(out, mapSpan(sp, res))
+				if se := mapSpan(sp, res); len(se.Events) > 0 || se.Invalid != "" {
+					out = append(out, se)
+				}
 			}
 		}
 	}
 	return out
 }
+
+// maxUnixNano is the last instant a span time may name (int64 nanoseconds).
+const maxUnixNano = 1<<63 - 1
 
 // Spans counts the spans of td.
 func Spans(td *tracev1.TracesData) int {
@@ -90,6 +101,18 @@ func mapSpan(sp *tracev1.Span, res map[string]*commonv1.AnyValue) SpanEvents {
 		se.Agent = get(AttrAgentID)
 	}
 	traceID, spanID := hex.EncodeToString(sp.GetTraceId()), hex.EncodeToString(sp.GetSpanId())
+	se.Key = traceID + "/" + spanID
+	switch {
+	case len(sp.GetTraceId()) != 16 || len(sp.GetSpanId()) != 8:
+		se.Invalid = "a span's trace id must be 16 bytes and its span id 8"
+		return se
+	case sp.GetStartTimeUnixNano() > maxUnixNano || sp.GetEndTimeUnixNano() > maxUnixNano:
+		se.Invalid = "a span's times must be in int64 Unix nanoseconds"
+		return se
+	case sp.GetEndTimeUnixNano() != 0 && sp.GetEndTimeUnixNano() < sp.GetStartTimeUnixNano():
+		se.Invalid = "a span must not end before it starts"
+		return se
+	}
 	start := time.Unix(0, int64(sp.GetStartTimeUnixNano())).UTC()
 	end := time.Unix(0, int64(sp.GetEndTimeUnixNano())).UTC()
 	if sp.GetEndTimeUnixNano() == 0 {
@@ -146,6 +169,9 @@ func mapSpan(sp *tracev1.Span, res map[string]*commonv1.AnyValue) SpanEvents {
 	}
 	if (op == "invoke_agent" || op == "invoke_workflow") && boolean(a[AttrPlanRoot]) && strings.ToUpper(str(a[AttrMessageType])) != "PLAN_COMPLETE" {
 		se.Events = append(se.Events, Event{At: end, SpanID: spanID, Last: true, Body: base("done", "PLAN_COMPLETE", end)})
+	}
+	for i := range se.Events {
+		se.Events[i].Span = se.Key
 	}
 	return se
 }

@@ -13,6 +13,9 @@ type Exporter struct{ Ingester Ingester }
 
 // Export implements httpapi.TracesExporter.
 func (x Exporter) Export(ctx context.Context, body []byte, isJSON bool, c evaluation.Caller) ([]byte, error) {
+	if err := CountSpans(body, isJSON); err != nil {
+		return nil, errs.E(errs.TooLarge, "%s", err.Error())
+	}
 	td, err := Decode(body, isJSON)
 	if err != nil {
 		return nil, errs.Fields("not an OTLP export request", []errs.FieldError{{Path: "body", Message: err.Error()}})
