@@ -127,9 +127,15 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return wrap(err)
 		}
-		if err == nil { // a conflict: another run created it first
-			s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
+		if err != nil {
+			// Another run created it first, and enqueued its jobs: a
+			// replayed change must not send the judge each criterion
+			// twice. A job that run failed to enqueue is found by the
+			// sweep (RepairGrading) or, embedded, by the grading worker,
+			// which read the index.
+			continue
 		}
+		s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
 		jobs = append(jobs, jobsOf(vr)...)
 	}
 	if len(jobs) > 0 && s.grader != nil {
