@@ -70,7 +70,7 @@ ip link set lo up
 BASE="http://127.0.0.1:${PORT}"
 TOKEN="cw_schemathesis_$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 cat >"$WORK/tokens.json" <<EOF
-{"tokens":[{"token":"${TOKEN}","principal":"schemathesis","scopes":["agents:write","expectations:write","facts:write","anticipations:write","events:write","grades:write","read"],"agents":["*"]}]}
+{"tokens":[{"token":"${TOKEN}","principal":"schemathesis","scopes":["agents:write","expectations:write","facts:write","anticipations:write","events:write","grades:write","channels:write","read"],"agents":["*"]}]}
 EOF
 mkdir -p "$WORK/data"
 
