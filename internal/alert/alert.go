@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
 )
 
 // EventType names what happened.
@@ -125,7 +127,7 @@ func (n *Notification) Pending() bool { return n.DeliveredAt == "" && !n.Dead }
 // Delivered records a successful attempt at now.
 func (n *Notification) Delivered(now time.Time) {
 	n.Attempts++
-	n.DeliveredAt = formatTime(now)
+	n.DeliveredAt = expect.FormatTime(now)
 	n.LastError, n.NextAttempt = "", ""
 }
 
@@ -135,10 +137,10 @@ func (n *Notification) Failed(now time.Time, reason string, permanent bool, max 
 	n.Attempts++
 	n.LastError = truncate(reason, 512)
 	if permanent || n.Attempts >= max {
-		n.Dead, n.DeadAt, n.NextAttempt = true, formatTime(now), ""
+		n.Dead, n.DeadAt, n.NextAttempt = true, expect.FormatTime(now), ""
 		return
 	}
-	n.NextAttempt = formatTime(now.Add(backoff(n.Attempts)))
+	n.NextAttempt = expect.FormatTime(now.Add(backoff(n.Attempts)))
 }
 
 // Replay puts a dead-lettered notification back for delivery at now, its
@@ -148,7 +150,7 @@ func (n *Notification) Replay(now time.Time) bool {
 		return false
 	}
 	n.Dead, n.DeadAt, n.Attempts, n.LastError = false, "", 0, ""
-	n.NextAttempt = formatTime(now)
+	n.NextAttempt = expect.FormatTime(now)
 	n.Replays++
 	return true
 }
@@ -176,8 +178,6 @@ func Backoff(base, ceiling time.Duration) func(int) time.Duration {
 		return min(d, ceiling)
 	}
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -2,6 +2,7 @@ package alert
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -315,7 +316,7 @@ func TestRenderedPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := map[string][]string{"Webhook-Id": {n.ID}, "Webhook-Timestamp": {itoa(int(now.Unix()))}, "Webhook-Signature": {sig}}
+	hdr := map[string][]string{"Webhook-Id": {n.ID}, "Webhook-Timestamp": {strconv.Itoa(int(now.Unix()))}, "Webhook-Signature": {sig}}
 	if err := wh.Verify(body, hdr); err != nil {
 		t.Fatalf("signature: %v", err)
 	}

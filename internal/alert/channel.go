@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -177,9 +178,9 @@ func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, b
 		for i, a := range b.To {
 			switch {
 			case !plainAddress.MatchString(a):
-				c.Add("to["+itoa(i)+"]", "is not a plain e-mail address (local@domain, without quotes, spaces or a display name)")
+				c.Add("to["+strconv.Itoa(i)+"]", "is not a plain e-mail address (local@domain, without quotes, spaces or a display name)")
 			case slices.Contains(ch.To, a):
-				c.Add("to["+itoa(i)+"]", "is listed twice")
+				c.Add("to["+strconv.Itoa(i)+"]", "is listed twice")
 			default:
 				ch.To = append(ch.To, a)
 			}
@@ -309,12 +310,4 @@ func jsonMessage(err error) string {
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "json: ")
 	return msg
-}
-
-func itoa(i int) string {
-	const digits = "0123456789"
-	if i < 10 {
-		return digits[i : i+1]
-	}
-	return itoa(i/10) + digits[i%10:i%10+1]
 }

@@ -2,6 +2,7 @@ package alert
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -40,7 +41,7 @@ func FromExpectation(old, cur *expect.Record, raw json.RawMessage) []Occurrence 
 		out = append(out, mk(Recovered, at, cur.Lapse.LapsedAt))
 	}
 	if d := cur.Delivery; d != nil && d.DeadLettered && (old == nil || old.Delivery == nil || !old.Delivery.DeadLettered) {
-		o := mk(DeliveryDead, d.NextAttemptAt, d.MessageID+"\x00"+itoa(d.Attempts))
+		o := mk(DeliveryDead, d.NextAttemptAt, d.MessageID+"\x00"+strconv.Itoa(d.Attempts))
 		if o.Event.Timestamp == "" && cur.Lapse != nil {
 			o.Event.Timestamp = cur.Lapse.LapsedAt
 		}

@@ -196,6 +196,6 @@ func (cd *Cooldown) Admit(key string, d time.Duration, now time.Time) (send bool
 	}
 	held := cd.Held
 	cd.Held = 0
-	cd.Until = formatTime(now.Add(d))
+	cd.Until = expect.FormatTime(now.Add(d))
 	return true, held, true
 }

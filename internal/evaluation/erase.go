@@ -71,16 +71,9 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]in
 // deleteItem deletes one item with its lookup entries; 1 when it was
 // there.
 func (s *Service) deleteItem(ctx context.Context, key store.Key) (int, error) {
-	n := 0
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		n = 0
-		_, ok, err := tx.Get(ctx, key)
-		if err != nil || !ok {
-			return err
-		}
-		n = 1
-		tx.Delete(key)
-		return nil
-	})
-	return n, err
+	typ, err := store.Remove(ctx, s.store, key)
+	if typ == "" {
+		return 0, err
+	}
+	return 1, err
 }

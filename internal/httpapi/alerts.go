@@ -49,11 +49,7 @@ func (h *Handler) getChannel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c, err := n.Channel(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("channelId"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, c)
-	return nil
+	return respond(w, http.StatusOK, c, err)
 }
 
 func (h *Handler) listChannels(w http.ResponseWriter, r *http.Request) error {
@@ -87,11 +83,7 @@ func (h *Handler) testChannel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := n.TestChannel(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("channelId"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return respond(w, http.StatusOK, res, err)
 }
 
 func (h *Handler) channelDeadLetters(w http.ResponseWriter, r *http.Request) error {
@@ -106,11 +98,7 @@ func (h *Handler) channelDeadLetters(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	p, err := n.DeadLetters(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("channelId"), limit, r.URL.Query().Get("after"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, p)
-	return nil
+	return respond(w, http.StatusOK, p, err)
 }
 
 func (h *Handler) replayNotification(w http.ResponseWriter, r *http.Request) error {
@@ -123,11 +111,7 @@ func (h *Handler) replayNotification(w http.ResponseWriter, r *http.Request) err
 		return errs.Fields("bad query", []errs.FieldError{{Path: "agentId", Message: "is required: the agent the notification belongs to"}})
 	}
 	out, err := n.Replay(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("channelId"), agent, r.PathValue("notificationId"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return respond(w, http.StatusOK, out, err)
 }
 
 func (h *Handler) putAlerts(w http.ResponseWriter, r *http.Request) error {
@@ -144,11 +128,7 @@ func (h *Handler) putAlerts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rules, err := n.PutRules(r.Context(), PrincipalOf(r.Context()).Agents, agent, b)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rules)
-	return nil
+	return respond(w, http.StatusOK, rules, err)
 }
 
 func (h *Handler) getAlerts(w http.ResponseWriter, r *http.Request) error {
@@ -157,11 +137,7 @@ func (h *Handler) getAlerts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rules, err := n.Rules(r.Context(), r.PathValue("agentId"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rules)
-	return nil
+	return respond(w, http.StatusOK, rules, err)
 }
 
 func (h *Handler) deleteAlerts(w http.ResponseWriter, r *http.Request) error {

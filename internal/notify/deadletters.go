@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -131,7 +132,7 @@ func (s *Service) timeline(ctx context.Context, pk string, limit int) ([]*alert.
 // attempt is due by upTo (every shard; the embedded worker's sweep and the
 // AWS clock's), at most limit.
 func (s *Service) Pending(ctx context.Context, upTo time.Time, limit int, fn func(agent, id string) error) error {
-	bound := formatTime(upTo)
+	bound := expect.FormatTime(upTo)
 	seen := 0
 	for shard := range NotifyShards {
 		q := store.Query{Index: store.GSI5, PK: NotifyPK(shard), SKUpTo: bound, Limit: store.MaxLimit}

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,8 +60,14 @@ type transitions struct {
 
 func (t transitions) dead() bool { return t.Delivery != nil && t.Delivery.DeadLettered }
 
+// lapseKey is in an expectation record's JSON exactly when it has lapsed
+// (omitempty): every alert event of an expectation needs a lapse, so a
+// change without it (a raise, a fact on an open one) is passed over
+// without decoding, on the feed's hot path.
+var lapseKey = []byte(`"lapse":`)
+
 func expectationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
-	if ch.New == nil {
+	if ch.New == nil || !bytes.Contains(ch.New.Data, lapseKey) {
 		return nil, nil
 	}
 	var o, n transitions
@@ -203,7 +210,7 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 				continue // a replayed change: made already
 			}
 			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, ChannelType: c.Type, ChannelIncarnation: c.Incarnation,
-				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: formatTime(now)}
+				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: expect.FormatTime(now)}
 			n.Event.Data.HeldBack = heldBack
 			it, err := notificationItem(n)
 			if err != nil {

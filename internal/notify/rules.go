@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -39,7 +40,7 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 	if err != nil {
 		return alert.Rules{}, err
 	}
-	rules.UpdatedAt = formatTime(s.opt.Now())
+	rules.UpdatedAt = expect.FormatTime(s.opt.Now())
 	b, err := json.Marshal(rules)
 	if err != nil {
 		return alert.Rules{}, err

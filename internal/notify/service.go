@@ -21,6 +21,7 @@ import (
 	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -174,7 +175,7 @@ func (s *Service) PutChannel(ctx context.Context, agents []string, id string, bo
 			return ChannelView{}, false, errs.E(errs.Unavailable, "the channel's secret could not be sealed; try again")
 		}
 	}
-	now := formatTime(s.opt.Now())
+	now := expect.FormatTime(s.opt.Now())
 	created := false
 	var out alert.Channel
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
@@ -363,9 +364,9 @@ func (s *Service) TestChannel(ctx context.Context, agents []string, id string) (
 	s.mu.Unlock()
 	now := s.opt.Now()
 	n := &alert.Notification{
-		ID: alert.NotificationID("test\x00"+formatTime(now), "", id), ChannelID: id, ChannelType: c.Type,
-		Event:    alert.Event{Type: alert.ChannelTest, Timestamp: formatTime(now), Data: alert.EventData{ChannelID: id}},
-		DedupKey: alert.DedupKey("", "test\x00"+id), CreatedAt: formatTime(now),
+		ID: alert.NotificationID("test\x00"+expect.FormatTime(now), "", id), ChannelID: id, ChannelType: c.Type,
+		Event:    alert.Event{Type: alert.ChannelTest, Timestamp: expect.FormatTime(now), Data: alert.EventData{ChannelID: id}},
+		DedupKey: alert.DedupKey("", "test\x00"+id), CreatedAt: expect.FormatTime(now),
 	}
 	res := TestResult{ChannelID: id, NotificationID: n.ID}
 	if err := s.send(ctx, c, n); err != nil {
@@ -375,5 +376,3 @@ func (s *Service) TestChannel(ctx context.Context, agents []string, id string) (
 	res.Delivered = true
 	return res, nil
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

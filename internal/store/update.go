@@ -242,3 +242,21 @@ func backoff(ctx context.Context, attempt int) error {
 		return nil
 	}
 }
+
+// Remove deletes the item under key with its lookup entries, through
+// Update (read, then a delete conditional on what was read), and returns
+// its type, or "" when there was none. Errors are Update's.
+func Remove(ctx context.Context, s Store, key Key) (string, error) {
+	var typ string
+	err := Update(ctx, s, func(tx *Tx) error {
+		typ = ""
+		it, ok, err := tx.Get(ctx, key)
+		if err != nil || !ok {
+			return err
+		}
+		typ = it.Type
+		tx.Delete(key)
+		return nil
+	})
+	return typ, err
+}

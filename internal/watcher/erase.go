@@ -23,27 +23,18 @@ type Erased map[string]int
 // the agent left (a second erasure).
 func (s *Service) EraseAgent(ctx context.Context, agentID string) (Erased, error) {
 	out := Erased{}
-	found := false
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		_, ok, err := tx.Get(ctx, CardKey(agentID))
-		if err != nil || !ok {
-			return err
-		}
-		found = true
-		tx.Delete(CardKey(agentID))
-		return nil
-	})
+	typ, err := store.Remove(ctx, s.store, CardKey(agentID))
 	if err != nil {
 		return nil, internal(err)
 	}
-	if found {
+	if typ != "" {
 		out[TypeCard] = 1
 	}
 	s.cardsMu.Lock()
 	delete(s.cards, agentID)
 	s.cardsMu.Unlock()
 	// Every other item of the partition, a page at a time (each deleted
-	// with its entries by store.Update, which reads it first).
+	// with its entries by store.Remove).
 	for {
 		p, err := s.store.Query(ctx, store.Query{PK: agentPK(agentID), Limit: store.MaxLimit})
 		if err != nil {
@@ -54,16 +45,7 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (Erased, error
 		}
 		deleted := 0
 		for _, it := range p.Items {
-			var typ string
-			err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-				cur, ok, err := tx.Get(ctx, it.Key)
-				if err != nil || !ok {
-					return err
-				}
-				typ = cur.Type
-				tx.Delete(it.Key)
-				return nil
-			})
+			typ, err := store.Remove(ctx, s.store, it.Key)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return out, internal(err)
 			}
