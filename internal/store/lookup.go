@@ -18,7 +18,8 @@ import (
 // entryWrites returns the puts and deletes of lookup entries that the
 // staged writes imply: for each written item and lookup index whose key
 // differs from the one the item was read with, a delete of the old entry
-// and a put of the new one. They are unconditional: the item's own write,
+// and a put of the new one (and a put of the same entry again when the
+// item's ExpiresAt changed: an entry expires with its item). They are unconditional: the item's own write,
 // in the same commit, is conditional on the version whose keys were read.
 func (tx *Tx) entryWrites() []Write {
 	var out []Write
@@ -41,9 +42,12 @@ func (tx *Tx) entryWrites() []Write {
 		key := w.Key()
 		old := tx.lookups[key]
 		var cur map[IndexName]IndexKey
+		var expires int64
 		if w.Put != nil {
 			cur = lookupKeys(*w.Put)
+			expires = w.Put.ExpiresAt
 		}
+		reExpire := expires != tx.expiries[key]
 		// The version the item's write gives it (puts with lookup keys
 		// are always conditional).
 		version := w.Cond.Version + 1
@@ -52,15 +56,15 @@ func (tx *Tx) entryWrites() []Write {
 		}
 		for _, name := range Lookups {
 			o, n := old[name], cur[name]
-			if o == n {
+			if o == n && (n.IsZero() || !reExpire) {
 				continue
 			}
-			if !o.IsZero() {
+			if !o.IsZero() && o != n {
 				ek := Key(o)
 				add(Write{Delete: &ek})
 			}
 			if !n.IsZero() {
-				add(Write{Put: &Item{Key: Key(n), Type: TypeLookupEntry, Data: encodeEntry(key, version)}})
+				add(Write{Put: &Item{Key: Key(n), Type: TypeLookupEntry, Data: encodeEntry(key, version), ExpiresAt: expires}})
 			}
 		}
 	}

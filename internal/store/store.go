@@ -103,6 +103,37 @@ type Item struct {
 	Index map[IndexName]IndexKey `json:"index,omitempty"`
 	// Data is the record body, JSON.
 	Data []byte `json:"data"`
+	// ExpiresAt, when non-zero, is when the item expires, in Unix seconds
+	// (DynamoDB's TTL attribute). From then on every adapter treats it as
+	// absent: Get answers ErrNotFound, Query leaves it out, a conditional
+	// create over it succeeds and an IfVersion write or Check conflicts.
+	// Adapters delete expired items eventually (DynamoDB's TTL within
+	// days, the embedded store within seconds); those deletions are not
+	// changes of the feed (a DynamoDB stream carries them as REMOVEs that
+	// Change.Expired marks). A repository gives every item of one record
+	// the same ExpiresAt, so that no read sees part of a record; Update
+	// gives a lookup entry its item's.
+	ExpiresAt int64 `json:"expiresAt,omitempty"`
+}
+
+// Expired reports whether the item has expired at now.
+func (it Item) Expired(now time.Time) bool {
+	return it.ExpiresAt > 0 && it.ExpiresAt <= now.Unix()
+}
+
+// ExpiryAfter returns the ExpiresAt of an item kept for keep after at:
+// zero (never) when keep is not positive, else at+keep rounded up to the
+// second.
+func ExpiryAfter(at time.Time, keep time.Duration) int64 {
+	if keep <= 0 || at.IsZero() {
+		return 0
+	}
+	t := at.Add(keep)
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
 }
 
 // CondKind is the kind of condition a write carries.
@@ -196,6 +227,12 @@ type Change struct {
 	// the embedded store's commit, DynamoDB's stream record creation time
 	// (ApproximateCreationDateTime, to the second). Zero when unknown.
 	At time.Time
+	// Expired marks the deletion of an expired item by the store itself
+	// (DynamoDB's TTL, whose REMOVE records name the service principal
+	// dynamodb.amazonaws.com): not a change any caller made, so consumers
+	// count it and otherwise ignore it. The embedded store's expiry
+	// appends nothing to its feed.
+	Expired bool
 }
 
 // Type returns the record type of the change.

@@ -22,11 +22,14 @@ type Tx struct {
 	staged map[Key]int
 	// lookups holds the lookup keys of each item as it was read.
 	lookups map[Key]map[IndexName]IndexKey
-	err     error
+	// expiries holds the ExpiresAt of each item with lookup keys as it
+	// was read: its entries are written again when it changes.
+	expiries map[Key]int64
+	err      error
 }
 
 func newTx(s Store) *Tx {
-	return &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}, lookups: map[Key]map[IndexName]IndexKey{}}
+	return &Tx{s: s, reads: map[Key]int64{}, staged: map[Key]int{}, lookups: map[Key]map[IndexName]IndexKey{}, expiries: map[Key]int64{}}
 }
 
 // noteRead records what a commit needs of an item read at it.Version.
@@ -37,6 +40,7 @@ func (tx *Tx) noteRead(it Item) {
 	tx.reads[it.Key] = it.Version
 	if lk := lookupKeys(it); lk != nil {
 		tx.lookups[it.Key] = lk
+		tx.expiries[it.Key] = it.ExpiresAt
 	}
 }
 

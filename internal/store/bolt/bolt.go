@@ -7,7 +7,9 @@
 //   - "index:" + name for every name in store.Indexes: index entry key ->
 //     table key, one entry per item that carries a key for that index (the
 //     indexes are sparse);
-//   - "feed": 8-byte big-endian sequence -> encoded change.
+//   - "feed": 8-byte big-endian sequence -> encoded change;
+//   - "expiry": 8-byte big-endian ExpiresAt + table key -> nothing, one
+//     entry per item that expires (expiry.go).
 //
 // Keys are encoded so that byte order is query order. A string component
 // that is followed by another component is escaped (0x00 becomes 0x00 0xFF)
@@ -60,6 +62,9 @@ var ErrCorrupt = errors.New("bolt: corrupt data")
 var (
 	bucketItems = []byte("items")
 	bucketFeed  = []byte("feed")
+	// bucketExpiry orders the items that expire by when: 8-byte
+	// big-endian ExpiresAt, then the table key (expiry.go).
+	bucketExpiry = []byte("expiry")
 	// indexNames are the indexes the adapter maintains: store.Indexes as
 	// it was at start-up. A slot is a position in it.
 	indexNames = slices.Clone(store.Indexes)
@@ -100,6 +105,13 @@ type Options struct {
 	// commits down but never blocks them. Zero: off (a store without a feed
 	// consumer).
 	FeedLagLimit int
+	// ExpiryInterval is how often the expirer deletes expired items
+	// (expiry.go); zero means DefaultExpiryInterval, negative runs no
+	// expirer (ExpireNow still works).
+	ExpiryInterval time.Duration
+	// OnExpired, when set, is called after each expiry run with how many
+	// items of a type it deleted (for metrics).
+	OnExpired func(itemType string, n int)
 }
 
 // MaxFeedStall bounds the wait FeedLagLimit adds to a Commit per write, and
@@ -129,6 +141,10 @@ type Store struct {
 	// appended and the last acknowledged, kept by the writer.
 	lagLimit           int
 	appended, ackedSeq atomic.Uint64
+
+	onExpired   func(string, int)
+	stopExpirer chan struct{}
+	expirerDone chan struct{}
 }
 
 var (
@@ -174,7 +190,7 @@ func Open(path string, opts Options) (*Store, error) {
 				return ErrOldLayout
 			}
 		}
-		names := append([][]byte{bucketItems, bucketFeed}, bucketIndex...)
+		names := append([][]byte{bucketItems, bucketFeed, bucketExpiry}, bucketIndex...)
 		for _, name := range names {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -187,7 +203,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	st := &Store{db: db, signal: make(chan struct{}, 1), kick: make(chan struct{}, 1), writerDone: make(chan struct{}),
-		lagLimit: opts.FeedLagLimit}
+		lagLimit: opts.FeedLagLimit, onExpired: opts.OnExpired, stopExpirer: make(chan struct{}), expirerDone: make(chan struct{})}
 	_ = db.View(func(tx *bbolt.Tx) error {
 		feed := tx.Bucket(bucketFeed)
 		last := feed.Sequence()
@@ -199,6 +215,14 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil
 	})
 	go st.writer()
+	switch interval := opts.ExpiryInterval; {
+	case interval < 0:
+		close(st.expirerDone)
+	case interval == 0:
+		go st.expirer(DefaultExpiryInterval)
+	default:
+		go st.expirer(interval)
+	}
 	return st, nil
 }
 
@@ -208,6 +232,8 @@ func Open(path string, opts Options) (*Store, error) {
 // an error wrapping ErrClosed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.stopExpirer)
+		<-s.expirerDone
 		// Commits already queued are written; later ones fail.
 		s.groupMu.Lock()
 		s.closed.Store(true)
@@ -240,7 +266,7 @@ func dbErr(op string, err error) error {
 }
 
 // Get returns the item under key. It returns an error wrapping
-// store.ErrNotFound when there is none, store.ErrInvalid for a malformed key,
+// store.ErrNotFound when there is none (or it has expired), store.ErrInvalid for a malformed key,
 // ErrClosed after Close, ctx.Err() when ctx is done, and a wrapped bbolt or
 // ErrCorrupt error when the file cannot be read.
 func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
@@ -251,11 +277,12 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 		return store.Item{}, err
 	}
 	tk := tableKey(nil, key)
+	now := time.Now()
 	var it store.Item
 	found := false
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		raw := tx.Bucket(bucketItems).Get(tk)
-		if raw == nil {
+		if raw == nil || isExpired(itemExpiresAt(raw), now) {
 			return nil
 		}
 		found = true
@@ -273,7 +300,7 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 }
 
 // Query returns one page of the items of partition q.PK in the table or in
-// index q.Index, in sort-key order (index entries with equal index sort keys
+// index q.Index that have not expired, in sort-key order (index entries with equal index sort keys
 // are ordered by table key). A zero Limit means store.DefaultLimit and a Limit
 // above store.MaxLimit is lowered to it. Next is set only when more items follow.
 // It returns an error wrapping store.ErrInvalid for an empty or oversized
@@ -347,6 +374,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if bytes.Compare(lo, hi) >= 0 {
 		return page, nil
 	}
+	now := time.Now()
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		items := tx.Bucket(bucketItems)
 		b := items
@@ -381,6 +409,9 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 				if raw = items.Get(v); raw == nil {
 					return fmt.Errorf("%w: index %s entry without item", ErrCorrupt, indexNames[slot])
 				}
+			}
+			if isExpired(itemExpiresAt(raw), now) {
+				continue
 			}
 			it, err := decodeItem(raw)
 			if err != nil {

@@ -685,3 +685,59 @@ func BenchmarkAckFeed(b *testing.B) {
 		}
 	}
 }
+
+// TestExpireNowDeletesExpiredItemsOffTheFeed: the expirer deletes an
+// expired item with its index and expiry entries, counts it by type, and
+// adds nothing to the change feed; a live item and an item written again
+// with a later ExpiresAt stay.
+func TestExpireNowDeletesExpiredItemsOffTheFeed(t *testing.T) {
+	counts := map[string]int{}
+	s, err := Open(filepath.Join(t.TempDir(), "x.db"), Options{ExpiryInterval: -1, OnExpired: func(typ string, n int) { counts[typ] += n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	soon := time.Now().Add(-time.Second).Unix()
+	mk := func(sk string, exp int64) store.Item {
+		return store.Item{Key: store.Key{PK: "p", SK: sk}, Type: "rec", Data: []byte(`{}`), ExpiresAt: exp,
+			Index: map[store.IndexName]store.IndexKey{store.GSI1: {PK: "ix", SK: sk}}}
+	}
+	if err := s.Commit(ctx, []store.Write{store.PutIfAbsent(mk("gone", soon)), store.PutIfAbsent(mk("live", time.Now().Add(time.Hour).Unix())), store.PutIfAbsent(mk("moved", soon))}); err != nil {
+		t.Fatal(err)
+	}
+	// "moved" is written again (blind) with no expiry: its old expiry entry goes.
+	moved := mk("moved", 0)
+	if err := s.Commit(ctx, []store.Write{{Put: &moved}}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.appended.Load()
+	n, err := s.ExpireNow()
+	if err != nil || n != 1 || counts["rec"] != 1 {
+		t.Fatalf("ExpireNow = %d, %v; counts %v; want 1 rec", n, err, counts)
+	}
+	if s.appended.Load() != before {
+		t.Fatal("the expiry appended changes to the feed")
+	}
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket(bucketItems).Get(tableKey(nil, store.Key{PK: "p", SK: "gone"})) != nil {
+			t.Error("the expired item is still in the file")
+		}
+		if n := tx.Bucket(bucketIndex[indexSlot(store.GSI1)]).Stats().KeyN; n != 2 {
+			t.Errorf("index entries = %d, want 2 (live, moved)", n)
+		}
+		if n := tx.Bucket(bucketExpiry).Stats().KeyN; n != 1 {
+			t.Errorf("expiry entries = %d, want 1 (live)", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.ExpireNow(); n != 0 {
+		t.Fatalf("a second run deleted %d", n)
+	}
+	if s.DiskBytes() <= 0 {
+		t.Fatal("DiskBytes is not the file's size")
+	}
+}

@@ -77,11 +77,16 @@ func clip(b []byte) []byte { return b[:len(b):len(b)] }
 //
 // item:   0x01 uvarint(version) str(type) str(pk) str(sk) uvarint(n)
 //         n × (str(index name) str(indexPK) str(indexSK)) data...
+//         or, for an item that expires, 0x02 uvarint(version)
+//         uvarint(expiresAt) and the rest as in 0x01
 // change: 0x01 byte(flags: 1 old, 2 new) [uvarint(len(old)) old] [new]
 //         or, with its commit time, 0x02 byte(flags) varint(unix nanoseconds) [...] [new]
 // where str(s) is uvarint(len(s)) s.
 
 const formatV1 = 0x01
+
+// formatItemExpiring is an item with an ExpiresAt.
+const formatItemExpiring = 0x02
 
 // formatChangeV2 is a change that carries its commit time.
 const formatChangeV2 = 0x02
@@ -95,9 +100,15 @@ func encodeItem(it *store.Item, version int64) []byte {
 	for name, k := range it.Index {
 		n += 3*5 + len(name) + len(k.PK) + len(k.SK)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, formatV1)
-	b = binary.AppendUvarint(b, uint64(version))
+	b := make([]byte, 0, n+10)
+	if it.ExpiresAt > 0 {
+		b = append(b, formatItemExpiring)
+		b = binary.AppendUvarint(b, uint64(version))
+		b = binary.AppendUvarint(b, uint64(it.ExpiresAt))
+	} else {
+		b = append(b, formatV1)
+		b = binary.AppendUvarint(b, uint64(version))
+	}
 	b = appendStr(b, it.Type)
 	b = appendStr(b, it.PK)
 	b = appendStr(b, it.SK)
@@ -125,17 +136,18 @@ func init() {
 // copying: the version and, per index slot, the item's index key as
 // sub-slices of the encoded item (nil pk where it has none).
 type rawHead struct {
-	version int64
-	index   [maxIndexes]struct{ pk, sk []byte }
+	version   int64
+	expiresAt int64
+	index     [maxIndexes]struct{ pk, sk []byte }
 }
 
 // decodeRawHead decodes the head of raw into h; its slices alias raw.
 func decodeRawHead(raw []byte, h *rawHead) error {
 	d := decoder{b: raw}
-	if d.byte1() != formatV1 {
+	h.version, h.expiresAt = d.versionAndExpiry()
+	if d.err {
 		return fmt.Errorf("%w: unknown item format", ErrCorrupt)
 	}
-	h.version = int64(d.uvarint())
 	d.rawStr()
 	d.rawStr()
 	d.rawStr()
@@ -182,6 +194,28 @@ func appendEscapedRaw(dst, s []byte) []byte {
 		dst = append(dst, 0x00, 0xFF)
 		s = s[i+1:]
 	}
+}
+
+// versionAndExpiry decodes an item's format byte, version and expiry
+// (zero for an item that does not expire); an unknown format sets d.err.
+func (d *decoder) versionAndExpiry() (version, expiresAt int64) {
+	switch d.byte1() {
+	case formatV1:
+		return int64(d.uvarint()), 0
+	case formatItemExpiring:
+		version = int64(d.uvarint())
+		return version, int64(d.uvarint())
+	}
+	d.err = true
+	return 0, 0
+}
+
+// itemExpiresAt returns the ExpiresAt of an encoded item (zero when it
+// does not expire or cannot be decoded).
+func itemExpiresAt(raw []byte) int64 {
+	d := decoder{b: raw}
+	_, exp := d.versionAndExpiry()
+	return exp
 }
 
 // head is the part of an encoded item that a commit needs.
@@ -246,10 +280,11 @@ func (d *decoder) str() string {
 // decodeItemParts decodes raw into it (when non-nil) and h.
 func decodeItemParts(raw []byte, it *store.Item, h *head) error {
 	d := decoder{b: raw}
-	if d.byte1() != formatV1 {
+	var expiresAt int64
+	h.version, expiresAt = d.versionAndExpiry()
+	if d.err {
 		return fmt.Errorf("%w: unknown item format", ErrCorrupt)
 	}
-	h.version = int64(d.uvarint())
 	typ, pk, sk := d.str(), d.str(), d.str()
 	n := d.uvarint()
 	if d.err || n > uint64(len(d.b)) {
@@ -267,7 +302,7 @@ func decodeItemParts(raw []byte, it *store.Item, h *head) error {
 		return fmt.Errorf("%w: truncated item", ErrCorrupt)
 	}
 	if it != nil {
-		*it = store.Item{Key: store.Key{PK: pk, SK: sk}, Type: typ, Version: h.version}
+		*it = store.Item{Key: store.Key{PK: pk, SK: sk}, Type: typ, Version: h.version, ExpiresAt: expiresAt}
 		if n > 0 {
 			it.Index = make(map[store.IndexName]store.IndexKey, n)
 			for _, e := range h.index {

@@ -75,7 +75,12 @@ type commitReq struct {
 	ops []op
 	// ackUpTo, when set, makes the request an acknowledgement: the feed
 	// entries up to this key are deleted in the group's transaction.
-	ackUpTo  []byte
+	ackUpTo []byte
+	// expire, when set, makes the request an expiry run: the items under
+	// these keys of the expiry bucket are deleted if still expired
+	// (expiry.go); expired counts them by type.
+	expire   [][]byte
+	expired  map[string]int
 	appended int
 	err      error
 	done     chan struct{}
@@ -141,6 +146,13 @@ func (s *Store) writeGroups() {
 				}
 				// Conditions are checked before anything is written, so a
 				// failed commit leaves the shared transaction untouched.
+				if r.expire != nil {
+					r.expired, r.err = expireIn(tx, r.expire, at)
+					if r.err != nil {
+						return r.err
+					}
+					continue
+				}
 				r.appended, r.err = applyAt(tx, r.ops, true, at)
 				var ce *store.ConflictError
 				if r.err != nil && !errors.As(r.err, &ce) {
@@ -304,15 +316,25 @@ func apply(tx *bbolt.Tx, ops []op, withFeed bool) (int, error) {
 }
 
 // applyAt is apply with the commit time the feed's changes carry (zero:
-// none, the format before it was kept).
+// none, the format before it was kept). An item expired at that time (or
+// now, when at is zero) counts as absent: a conditional create over it
+// succeeds, an IfVersion write or Check conflicts, and the change of a
+// write over it has no old image; deleting it changes nothing the feed
+// shows.
 func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
+	now := at
+	if now.IsZero() {
+		now = time.Now()
+	}
 	items := tx.Bucket(bucketItems)
+	expiry := tx.Bucket(bucketExpiry)
 	index := make([]*bbolt.Bucket, len(bucketIndex))
 	for i := range index {
 		index[i] = tx.Bucket(bucketIndex[i])
 	}
 	olds := make([][]byte, len(ops))
 	oldHeads := make([]rawHead, len(ops))
+	expired := make([]bool, len(ops))
 	for i, o := range ops {
 		raw := items.Get(o.tk)
 		if raw != nil {
@@ -321,14 +343,16 @@ func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
 				return 0, err
 			}
 			olds[i] = raw
+			expired[i] = isExpired(oldHeads[i].expiresAt, now)
 		}
+		present := raw != nil && !expired[i]
 		switch o.cond.Kind {
 		case store.IfAbsent:
-			if raw != nil {
+			if present {
 				return 0, &store.ConflictError{Index: o.idx, Key: o.key}
 			}
 		case store.IfVersion:
-			if raw == nil || oldHeads[i].version != o.cond.Version {
+			if !present || oldHeads[i].version != o.cond.Version {
 				return 0, &store.ConflictError{Index: o.idx, Key: o.key}
 			}
 		}
@@ -355,7 +379,7 @@ func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
 		var newRaw []byte
 		if o.put != nil {
 			version := int64(1)
-			if old != nil {
+			if old != nil && !expired[i] {
 				version = oldHeads[i].version + 1
 			}
 			newRaw = encodeItem(o.put, version)
@@ -363,6 +387,13 @@ func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
 				return 0, err
 			}
 		} else if err := items.Delete(o.tk); err != nil {
+			return 0, err
+		}
+		var newExpiry int64
+		if o.put != nil {
+			newExpiry = o.put.ExpiresAt
+		}
+		if err := moveExpiry(expiry, o.tk, oldHeads[i].expiresAt, newExpiry); err != nil {
 			return 0, err
 		}
 		for slot := range index {
@@ -383,6 +414,12 @@ func applyAt(tx *bbolt.Tx, ops []op, withFeed bool, at time.Time) (int, error) {
 					return 0, err
 				}
 			}
+		}
+		if expired[i] {
+			if o.put == nil {
+				continue // an expired item's delete is the expiry's, not a change
+			}
+			old = nil // a create over an expired item
 		}
 		if feed != nil {
 			seq, err := feed.NextSequence()

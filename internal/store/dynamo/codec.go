@@ -32,6 +32,9 @@ const (
 	// earlier attempt was applied recognises its own write. Readers ignore
 	// it.
 	attrWriteToken = "wt"
+	// attrExpiresAt is the item's ExpiresAt in Unix seconds, the table's
+	// TTL attribute (absent: the item does not expire).
+	attrExpiresAt = "expiresAt"
 )
 
 // compressFrom is the smallest data worth compressing: below it an item
@@ -113,6 +116,9 @@ func encodeAttrs(it *store.Item, version int64, compress bool) map[string]types.
 	if it.Type != "" {
 		m[attrType] = attrS(it.Type)
 	}
+	if it.ExpiresAt > 0 {
+		m[attrExpiresAt] = attrN(it.ExpiresAt)
+	}
 	var z []byte
 	if compress && len(it.Data) >= compressFrom {
 		z = deflate(it.Data)
@@ -158,6 +164,17 @@ func decodeItem(m map[string]types.AttributeValue) (store.Item, error) {
 		it.Version = n
 	default:
 		return store.Item{}, corruptf("item %s: attribute %s is %T, want N", it.Key, attrVersion, v)
+	}
+	switch v := m[attrExpiresAt].(type) {
+	case nil:
+	case *types.AttributeValueMemberN:
+		n, perr := strconv.ParseInt(v.Value, 10, 64)
+		if perr != nil || n < 0 {
+			return store.Item{}, corruptf("item %s has %s %q", it.Key, attrExpiresAt, v.Value)
+		}
+		it.ExpiresAt = n
+	default:
+		return store.Item{}, corruptf("item %s: attribute %s is %T, want N", it.Key, attrExpiresAt, v)
 	}
 	switch v := m[attrData].(type) {
 	case nil:

@@ -84,16 +84,22 @@ type request struct {
 }
 
 // build turns o into DynamoDB parameters, assigning the version read-free.
-func build(o op) request {
+// An item expired at now counts as absent (store.Item.ExpiresAt): TTL
+// deletes it only eventually.
+func build(o op, now time.Time) request {
 	r := request{names: map[string]string{}, values: map[string]types.AttributeValue{}}
 	switch o.cond.Kind {
 	case store.IfAbsent:
-		r.condExpr = "attribute_not_exists(#pk)"
+		r.condExpr = "attribute_not_exists(#pk) OR #expiresAt <= :now"
 		r.names["#pk"] = attrPK
+		r.names["#expiresAt"] = attrExpiresAt
+		r.values[":now"] = attrN(now.Unix())
 	case store.IfVersion:
-		r.condExpr = "#version = :expected"
+		r.condExpr = "#version = :expected AND (attribute_not_exists(#expiresAt) OR #expiresAt > :now)"
 		r.names["#version"] = attrVersion
 		r.values[":expected"] = attrN(o.cond.Version)
+		r.names["#expiresAt"] = attrExpiresAt
+		r.values[":now"] = attrN(now.Unix())
 	}
 	switch {
 	case o.put == nil: // a delete or a check
@@ -119,6 +125,7 @@ func build(o op) request {
 			}
 		}
 		add(attrType)
+		add(attrExpiresAt)
 		add(attrData)
 		add(attrDataDeflate)
 		for _, name := range keyedNames {
@@ -190,7 +197,7 @@ func (s *Store) Commit(ctx context.Context, writes []store.Write) error {
 }
 
 func (s *Store) commitOne(ctx context.Context, o op) error {
-	r := build(o)
+	r := build(o, time.Now())
 	table := aws.String(s.table)
 	var err error
 	switch {
@@ -255,7 +262,7 @@ func (s *Store) commitTx(ctx context.Context, ops []op) error {
 	table := aws.String(s.table)
 	items := make([]types.TransactWriteItem, len(ops))
 	for i, o := range ops {
-		r := build(o)
+		r := build(o, time.Now())
 		cond := optString(r.condExpr)
 		switch {
 		case o.check:

@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/store"
@@ -149,6 +150,10 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, fmt.Errorf("dynamo: get %s: %w", key, err)
 	}
+	if it.Expired(time.Now()) {
+		// TTL deletes within days; until then the item is as absent.
+		return store.Item{}, fmt.Errorf("dynamo: get %s: %w", key, store.ErrNotFound)
+	}
 	return it, nil
 }
 
@@ -248,6 +253,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		in.ConsistentRead = aws.Bool(true)
 	}
 	var page store.Page
+	now := time.Now()
 	for {
 		in.ExclusiveStartKey = start
 		in.Limit = aws.Int32(int32(limit - len(page.Items) + 1))
@@ -264,6 +270,9 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			}
 			if err != nil {
 				return store.Page{}, fmt.Errorf("dynamo: query: %w", err)
+			}
+			if it.Expired(now) {
+				continue // as absent (an index entry's item is read by current)
 			}
 			page.Items = append(page.Items, it)
 		}

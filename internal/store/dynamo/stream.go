@@ -38,6 +38,30 @@ func ChangeFromStreamRecord(rec events.DynamoDBEventRecord) (store.Change, error
 	if err == nil && rec.Change.ApproximateCreationDateTime.Unix() > 0 {
 		ch.At = rec.Change.ApproximateCreationDateTime.UTC()
 	}
+	if err == nil && rec.UserIdentity != nil {
+		ch.Expired = ch.New == nil && isTTL(rec.UserIdentity.Type, rec.UserIdentity.PrincipalID)
+	}
+	return expiredOld(ch, err)
+}
+
+// The identity of a TTL deletion's REMOVE record ("Time to Live" in the
+// DynamoDB Streams developer guide): the service itself.
+const (
+	ttlIdentityType      = "Service"
+	ttlIdentityPrincipal = "dynamodb.amazonaws.com"
+)
+
+func isTTL(typ, principal string) bool {
+	return typ == ttlIdentityType && principal == ttlIdentityPrincipal
+}
+
+// expiredOld drops the old image of a write over an item that had
+// expired when it was written (TTL had not deleted it yet): to the feed
+// it is the creation it is to the store, as on the embedded adapter.
+func expiredOld(ch store.Change, err error) (store.Change, error) {
+	if err == nil && ch.Old != nil && ch.New != nil && !ch.At.IsZero() && ch.Old.Expired(ch.At) {
+		ch.Old = nil
+	}
 	return ch, err
 }
 
@@ -56,7 +80,10 @@ func ChangeFromRecord(rec streamtypes.Record) (store.Change, error) {
 	if err == nil && rec.Dynamodb.ApproximateCreationDateTime != nil && rec.Dynamodb.ApproximateCreationDateTime.Unix() > 0 {
 		ch.At = rec.Dynamodb.ApproximateCreationDateTime.UTC()
 	}
-	return ch, err
+	if err == nil && rec.UserIdentity != nil {
+		ch.Expired = ch.New == nil && isTTL(aws.ToString(rec.UserIdentity.Type), aws.ToString(rec.UserIdentity.PrincipalId))
+	}
+	return expiredOld(ch, err)
 }
 
 func changeFromImages(seq, event string, keys, oldImg, newImg map[string]types.AttributeValue) (store.Change, error) {

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CheckWrite", testCheckWrite},
 		{"UpdateCheck", testUpdateCheck},
 		{"LookupOverflow", testLookupOverflow},
+		{"Expiry", testExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
