@@ -110,6 +110,8 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c 
 				if !b.Sealed {
 					b.Sealed, b.SealedAt, b.SealedBy = true, now, planID
 				}
+				b.Running++
+				b.ExpiresAt = "" // kept while a plan it binds runs
 				item, err := anticipationItem(b)
 				if err != nil {
 					return err
@@ -131,6 +133,14 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c 
 		ex.Aggregate.Add(ev)
 		if ev.EventType == anticipate.PlanComplete {
 			ex.Completed, ex.CompletedAt = true, now
+			ex.ExpiresAt = s.evidenceExpiry()
+			// The last event's items expire with it; the earlier ones are
+			// stamped after VERIFY (retainEvidence).
+			evItem, _ = expiring(evItem, nil)(ex.ExpiresAt)
+			idItem, _ = expiring(idItem, nil)(ex.ExpiresAt)
+			if err := completeBound(ctx, tx, ex, bound); err != nil {
+				return err
+			}
 		}
 		exItem, err := executionItem(ex)
 		if err != nil {

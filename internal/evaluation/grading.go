@@ -357,7 +357,7 @@ func (s *Service) updateVerification(ctx context.Context, vid string, fn func(cu
 		if err != nil || !write {
 			return err
 		}
-		item, err := mkItem(verificationKey(vid), TypeVerification, cur, verificationIndex(cur))
+		item, err := verificationItem(vid, cur)
 		if err != nil {
 			return err
 		}

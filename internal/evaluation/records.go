@@ -117,6 +117,12 @@ type AnticipationRecord struct {
 	// SessionID is the ANTICIPATE's session_id: OTLP spans that name it
 	// as gen_ai.conversation.id bind to this plan (PlansOfSession).
 	SessionID string `json:"session_id,omitempty"`
+	// ExpiresAt is when the record is deleted: -retain-evidence after the
+	// last completion of a plan it binds; none while no plan it binds has
+	// completed, or one has begun since (retention.go).
+	ExpiresAt string `json:"expires_at,omitempty"`
+	// Running counts the plans it binds that have begun and not completed.
+	Running int `json:"running,omitempty"`
 
 	// key is where the record was read from (anticipationKey, or
 	// legacyAnticipationKey for one stored before ids were namespaced);
@@ -159,6 +165,9 @@ type Execution struct {
 	Count       int      `json:"count"`
 	Completed   bool     `json:"completed"`
 	CompletedAt string   `json:"completed_at,omitempty"`
+	// ExpiresAt is when the execution, its events and its VERIFYs are
+	// deleted: -retain-evidence after PLAN_COMPLETE (retention.go).
+	ExpiresAt string `json:"expires_at,omitempty"`
 	// Aggregate folds the events as they are stored (same commit), so
 	// VERIFY reads one item however long the execution was.
 	Aggregate anticipate.Aggregate `json:"aggregate"`
@@ -181,7 +190,7 @@ func executionItem(ex *Execution) (store.Item, error) {
 	if ex.pk != legacyExecutionPK(ex.PlanID) {
 		idx = map[store.IndexName]store.IndexKey{lookupPlans: {PK: plansPK(ex.PlanID), SK: esc(ex.AgentID)}}
 	}
-	return mkItem(executionKey(ex.pk), TypeExecution, ex, idx)
+	return expiring(mkItem(executionKey(ex.pk), TypeExecution, ex, idx))(ex.ExpiresAt)
 }
 
 // StoredEvent is one event of a plan's chain. Event is the event exactly
@@ -227,6 +236,13 @@ type VerificationRecord struct {
 	// Judging holds the HEURISTIC criteria waiting for the model judge
 	// (see GradeCriterion).
 	Judging map[string]*JudgeAttempts `json:"judging,omitempty"`
+	// ExpiresAt is its execution's (retention.go).
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// verificationItem maps a VERIFY record onto its item.
+func verificationItem(vid string, vr *VerificationRecord) (store.Item, error) {
+	return expiring(mkItem(verificationKey(vid), TypeVerification, vr, verificationIndex(vr)))(vr.ExpiresAt)
 }
 
 func mkItem(key store.Key, typ string, v any, idx map[store.IndexName]store.IndexKey) (store.Item, error) {
@@ -260,7 +276,7 @@ func anticipationItem(r *AnticipationRecord) (store.Item, error) {
 	if r.SessionID != "" && r.PlanID != "" {
 		idx[lookupSessions] = store.IndexKey{PK: sessionPK(r.AgentID, r.SessionID), SK: boundSK}
 	}
-	return mkItem(key, TypeAnticipation, r, idx)
+	return expiring(mkItem(key, TypeAnticipation, r, idx))(r.ExpiresAt)
 }
 
 // receivedSortKey is received_at at a fixed width, so that the agent's

@@ -47,6 +47,8 @@ type Service struct {
 	watcher      WatcherReader
 	key          ed25519.PrivateKey
 	metrics      metrics.Recorder
+	// retain is -retain-evidence (Options.RetainEvidence).
+	retain time.Duration
 
 	progMu   sync.Mutex
 	programs map[string]*anticipate.Anticipation // by digest, compiled
@@ -76,6 +78,10 @@ type Options struct {
 	// Metrics counts the VERIFYs created and the grades submitted, by
 	// verdict (nil: none).
 	Metrics metrics.Recorder
+	// RetainEvidence is how long a completed plan's evidence (its
+	// execution, events, VERIFYs and the ANTICIPATEs it bound) is kept
+	// after PLAN_COMPLETE; zero keeps it forever.
+	RetainEvidence time.Duration
 }
 
 // New returns the service.
@@ -85,7 +91,7 @@ func New(st store.Store, opt Options) *Service {
 		now = time.Now
 	}
 	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
-		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), programs: map[string]*anticipate.Anticipation{}}
+		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), retain: opt.RetainEvidence, programs: map[string]*anticipate.Anticipation{}}
 }
 
 // PublicKey returns the VERIFY signing key's public half, or nil.

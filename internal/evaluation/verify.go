@@ -119,7 +119,8 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 			return wrap(err)
 		}
 		vr.Verification = v
-		item, err := mkItem(verificationKey(vid), TypeVerification, vr, verificationIndex(vr))
+		vr.ExpiresAt = ex.ExpiresAt
+		item, err := verificationItem(vid, vr)
 		if err != nil {
 			return wrap(err)
 		}
@@ -264,7 +265,7 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 			return err
 		}
 		vr.Verification = v
-		item, err := mkItem(verificationKey(vid), TypeVerification, vr, verificationIndex(vr))
+		item, err := verificationItem(vid, vr)
 		if err != nil {
 			return err
 		}
@@ -293,7 +294,11 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if !ex.Completed {
 		return nil
 	}
-	return s.Verify(ctx, (&Execution{AgentID: ex.AgentID, Agents: ex.Agents}).Owner(), ex.PlanID)
+	owner := (&Execution{AgentID: ex.AgentID, Agents: ex.Agents}).Owner()
+	if err := s.Verify(ctx, owner, ex.PlanID); err != nil {
+		return err
+	}
+	return s.retainEvidence(ctx, owner, ex.PlanID)
 }
 
 // executionDone is the part of an Execution that HandleChange reads.

@@ -21,6 +21,9 @@ type Config struct {
 	// MaxFactSkew bounds how far ahead of the watcher's clock a fact's
 	// observedAt may be.
 	MaxFactSkew time.Duration
+	// Retain is how long a final record is kept (StampExpiry), and a
+	// subject's memory after its last fact; zero keeps them forever.
+	Retain time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -357,4 +360,43 @@ func ObserveFact(subj *SubjectRecord, f Fact, satisfiedAny bool, now time.Time) 
 	}
 	out.LastReportedAt = FormatTime(now)
 	return &out, true
+}
+
+// Final reports whether a record has reached a state nothing but a late
+// fact changes: satisfied, withdrawn (superseded included), or lapsed
+// with its lapse task delivered, dead-lettered or not to be sent.
+func Final(r *Record) bool {
+	switch r.State {
+	case StateSatisfied, StateWithdrawn:
+		return true
+	case StateLapsed:
+		d := r.Delivery
+		return d == nil || d.DeliveredAt != "" || d.DeadLettered || d.Suppressed
+	}
+	return false
+}
+
+// StampExpiry sets when a final record expires, keep after the write that
+// made it final (now, on the watcher's clock), and clears it on a record
+// that is not final (a replayed dead letter is pending again): the
+// retention of -retain-expectations. A record keeps the expiry it was
+// given while it stays final (a late fact does not extend it). keep <= 0
+// keeps records forever.
+func StampExpiry(r *Record, now time.Time, keep time.Duration) {
+	switch {
+	case keep <= 0 || !Final(r):
+		r.ExpiresAt = ""
+	case r.ExpiresAt == "":
+		r.ExpiresAt = FormatTime(ExpiryTime(now, keep))
+	}
+}
+
+// ExpiryTime is keep after now rounded up to the second: expiries are
+// stored to the second (DynamoDB's TTL), never before their time.
+func ExpiryTime(now time.Time, keep time.Duration) time.Time {
+	t := now.Add(keep).UTC().Round(0)
+	if t.Nanosecond() > 0 {
+		t = t.Truncate(time.Second).Add(time.Second)
+	}
+	return t
 }

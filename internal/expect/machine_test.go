@@ -379,3 +379,37 @@ func TestNotYet(t *testing.T) {
 		}
 	}
 }
+
+func TestStampExpiry(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	lapsed := func(d *Delivery) *Record { return &Record{State: StateLapsed, Delivery: d} }
+	tests := []struct {
+		name  string
+		r     *Record
+		keep  time.Duration
+		want  string
+		final bool
+	}{
+		{"open never expires", &Record{State: StateOpen}, time.Hour, "", false},
+		{"satisfied", &Record{State: StateSatisfied}, time.Hour, "2026-01-02T04:04:06Z", true},
+		{"withdrawn", &Record{State: StateWithdrawn}, 3 * time.Second, "2026-01-02T03:04:09Z", true},
+		{"lapsed, task pending", lapsed(&Delivery{MessageID: "m"}), time.Hour, "", false},
+		{"lapsed, delivered", lapsed(&Delivery{DeliveredAt: "x"}), time.Hour, "2026-01-02T04:04:06Z", true},
+		{"lapsed, dead-lettered", lapsed(&Delivery{DeadLettered: true}), time.Hour, "2026-01-02T04:04:06Z", true},
+		{"lapsed, suppressed", lapsed(&Delivery{Suppressed: true}), time.Hour, "2026-01-02T04:04:06Z", true},
+		{"keep forever", &Record{State: StateSatisfied}, 0, "", true},
+		{"kept expiry", &Record{State: StateSatisfied, ExpiresAt: "2030-01-01T00:00:00Z"}, time.Hour, "2030-01-01T00:00:00Z", true},
+		{"replayed dead letter", &Record{State: StateLapsed, Delivery: &Delivery{}, ExpiresAt: "2030-01-01T00:00:00Z"}, time.Hour, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if Final(tc.r) != tc.final {
+				t.Fatalf("Final = %v, want %v", !tc.final, tc.final)
+			}
+			StampExpiry(tc.r, now, tc.keep)
+			if tc.r.ExpiresAt != tc.want {
+				t.Fatalf("ExpiresAt = %q, want %q", tc.r.ExpiresAt, tc.want)
+			}
+		})
+	}
+}

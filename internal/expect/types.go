@@ -141,6 +141,9 @@ type Record struct {
 	RaisedAt       string    `json:"raisedAt"`
 	Lineage        int       `json:"lineage"`
 	Delivery       *Delivery `json:"delivery,omitempty"`
+	// ExpiresAt is when the record, final, will be deleted
+	// (-retain-expectations after it became final; StampExpiry).
+	ExpiresAt string `json:"expiresAt,omitempty"`
 	// Version is the store version the record was read at (not serialised).
 	Version int64 `json:"-"`
 }

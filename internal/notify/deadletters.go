@@ -92,7 +92,7 @@ func (s *Service) Replay(ctx context.Context, agents []string, id, agent, nid st
 		if !n.Replay(s.opt.Now()) {
 			return errs.E(errs.Conflict, "notification %q is not dead-lettered", nid)
 		}
-		next, err := notificationItem(n)
+		next, err := notificationItem(n, s.opt.Retain)
 		if err != nil {
 			return err
 		}

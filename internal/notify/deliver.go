@@ -89,7 +89,7 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 				outcome = "dead"
 			}
 		}
-		next, merr := notificationItem(cur)
+		next, merr := notificationItem(cur, s.opt.Retain)
 		if merr != nil {
 			return merr
 		}

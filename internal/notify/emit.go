@@ -212,7 +212,7 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, ChannelType: c.Type, ChannelIncarnation: c.Incarnation,
 				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: expect.FormatTime(now)}
 			n.Event.Data.HeldBack = heldBack
-			it, err := notificationItem(n)
+			it, err := notificationItem(n, s.opt.Retain)
 			if err != nil {
 				return err
 			}

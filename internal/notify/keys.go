@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -96,7 +98,10 @@ func about(n *alert.Notification) string {
 	return ""
 }
 
-func notificationItem(n *alert.Notification) (store.Item, error) {
+// notificationItem maps a notification onto its item, which expires retain
+// after it was delivered or dead-lettered (Options.Retain; none while it
+// is pending, or when retain is zero).
+func notificationItem(n *alert.Notification, retain time.Duration) (store.Item, error) {
 	b, err := json.Marshal(n)
 	if err != nil {
 		return store.Item{}, err
@@ -115,7 +120,15 @@ func notificationItem(n *alert.Notification) (store.Item, error) {
 		}
 		idx[store.GSI5] = store.IndexKey{PK: NotifyPK(notifyShard(n.AgentID, n.ID)), SK: at + "#" + esc(n.AgentID) + "#" + esc(n.ID)}
 	}
-	return store.Item{Key: notificationKey(n.AgentID, n.ID), Type: TypeNotification, Data: b, Index: idx}, nil
+	it := store.Item{Key: notificationKey(n.AgentID, n.ID), Type: TypeNotification, Data: b, Index: idx}
+	ended := n.DeliveredAt
+	if n.Dead {
+		ended = n.DeadAt
+	}
+	if t, err := expect.ParseTime(ended); err == nil && retain > 0 {
+		it.ExpiresAt = expect.ExpiryTime(t, retain).Unix()
+	}
+	return it, nil
 }
 
 func decodeNotification(it store.Item) (*alert.Notification, error) {

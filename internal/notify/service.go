@@ -62,7 +62,10 @@ type Options struct {
 	// InsecureURLs accepts http:// destinations (set with private
 	// destinations allowed, for loopback receivers).
 	InsecureURLs bool
-	Metrics      metrics.Recorder
+	// Retain is how long a delivered or dead-lettered notification is kept
+	// (-retain-expectations); zero keeps it forever.
+	Retain  time.Duration
+	Metrics metrics.Recorder
 	Now          func() time.Time
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
@@ -142,7 +143,15 @@ func recordItem(r *expect.Record) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: ExpectationKey(r.AgentID, r.Expectation.ExpectationID), Type: TypeExpectation, Index: recordIndex(r), Data: data}, nil
+	it := store.Item{Key: ExpectationKey(r.AgentID, r.Expectation.ExpectationID), Type: TypeExpectation, Index: recordIndex(r), Data: data}
+	if r.ExpiresAt != "" {
+		at, err := expect.ParseTime(r.ExpiresAt)
+		if err != nil {
+			return store.Item{}, fmt.Errorf("expectation %s: expiresAt: %w", it.Key, err)
+		}
+		it.ExpiresAt = at.Unix()
+	}
+	return it, nil
 }
 
 // recordIndex returns a record's keys in the lookup and global indexes.
@@ -187,12 +196,22 @@ func DecodeRecord(it store.Item) (*expect.Record, error) {
 	return &r, nil
 }
 
-func subjectItem(s *expect.SubjectRecord) (store.Item, error) {
+// subjectItem maps a subject's memory onto its item, which expires retain
+// after the last fact reported on it (never when retain is zero): an open
+// expectation whose horizon comes later than that after the subject's last
+// fact lapses stalled as though no fact had been reported (docs/semantics.md).
+func subjectItem(s *expect.SubjectRecord, retain time.Duration) (store.Item, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: SubjectKey(s.AgentID, s.Subject), Type: TypeSubject, Data: data}, nil
+	it := store.Item{Key: SubjectKey(s.AgentID, s.Subject), Type: TypeSubject, Data: data}
+	if retain > 0 && s.LastReportedAt != "" {
+		if last, err := expect.ParseTime(s.LastReportedAt); err == nil {
+			it.ExpiresAt = expect.ExpiryTime(last, retain).Unix()
+		}
+	}
+	return it, nil
 }
 
 func decodeSubject(it store.Item) (*expect.SubjectRecord, error) {

@@ -58,13 +58,19 @@ func (st *txState) readTask(taskID string) (taskState, error) {
 	return t, nil
 }
 
-// writeTask stages an origin task's state.
+// writeTask stages an origin task's state. A cancellation is kept as
+// long as a final record (-retain-expectations from when it was made): a
+// raise for the task after that is not withdrawn.
 func (st *txState) writeTask(t taskState) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	st.tx.Put(store.Item{Key: TaskStateKey(st.agent, t.TaskID), Type: TypeTaskState, Data: b})
+	it := store.Item{Key: TaskStateKey(st.agent, t.TaskID), Type: TypeTaskState, Data: b}
+	if at, err := expect.ParseTime(t.CanceledAt); err == nil && st.retain > 0 {
+		it.ExpiresAt = expect.ExpiryTime(at, st.retain).Unix()
+	}
+	st.tx.Put(it)
 	return nil
 }
 

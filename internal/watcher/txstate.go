@@ -23,10 +23,14 @@ type txState struct {
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
+	// now and retain stamp the expiry of what the commit makes final.
+	now    time.Time
+	retain time.Duration
 }
 
-func newTxState(ctx context.Context, tx *store.Tx, agent string) *txState {
-	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{}}
+func newTxState(ctx context.Context, tx *store.Tx, agent string, now time.Time, retain time.Duration) *txState {
+	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{},
+		now: now, retain: retain}
 }
 
 // record returns the record with id, or nil when there is none.
@@ -105,6 +109,7 @@ func (st *txState) writes() int { return len(st.dirty) + len(st.dirtySub) }
 // stage puts every changed record and subject into the transaction.
 func (st *txState) stage() error {
 	for _, id := range st.dirty {
+		expect.StampExpiry(st.records[id], st.now, st.retain)
 		it, err := recordItem(st.records[id])
 		if err != nil {
 			return err
@@ -112,7 +117,7 @@ func (st *txState) stage() error {
 		st.tx.Put(it)
 	}
 	for _, sub := range st.dirtySub {
-		it, err := subjectItem(st.subjects[sub])
+		it, err := subjectItem(st.subjects[sub], st.retain)
 		if err != nil {
 			return err
 		}
@@ -145,7 +150,7 @@ func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, er
 func (s *Service) update(ctx context.Context, agent string, fn func(st *txState) error) error {
 	var last *txState
 	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		last = newTxState(ctx, tx, agent)
+		last = newTxState(ctx, tx, agent, s.now(), s.cfg.Retain)
 		return fn(last)
 	})
 	if err == nil && last != nil {
