@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZTIME="${FUZZTIME:-4s}"
-PACKAGES=(./internal/expect ./internal/jsonwalk ./internal/assertion ./internal/anticipate ./internal/httpapi ./internal/judge ./internal/evidence ./internal/credentials)
+PACKAGES=(./internal/expect ./internal/retention ./internal/jsonwalk ./internal/assertion ./internal/anticipate ./internal/httpapi ./internal/judge ./internal/evidence ./internal/credentials)
 
 MODULE="$(go list -m)"
 CACHE="$(go env GOCACHE)/fuzz"

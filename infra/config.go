@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	retain "github.com/agentclock/clockwork/internal/retention"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -94,6 +95,12 @@ type Config struct {
 	// PublicURL is the API's public base URL (PUBLIC_URL), for console
 	// links in notifications.
 	PublicURL string
+	// RetainExpectations and RetainEvidence are the retention of final
+	// expectation records and of completed plans' evidence
+	// (RETAIN_EXPECTATIONS, RETAIN_EVIDENCE; package retention: Go or ISO
+	// 8601 durations, "0" forever), which DynamoDB's TTL on the table's
+	// expiresAt attribute carries out.
+	RetainExpectations, RetainEvidence string
 }
 
 // Retain reports whether the table, queues and logs outlive the stack.
@@ -146,7 +153,8 @@ func TimerQueueMaxConcurrency(clockReserved int) int {
 func DefaultConfig(stage string) (Config, error) {
 	c := Config{
 		Stage: stage, Name: "clockwork-" + stage, Arch: "arm64",
-		TokensParameter: "/clockwork/" + stage + "/tokens",
+		TokensParameter:    "/clockwork/" + stage + "/tokens",
+		RetainExpectations: retain.DefaultExpectations, RetainEvidence: retain.DefaultEvidence,
 	}
 	switch stage {
 	case "dev":
@@ -207,6 +215,19 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 	c, err := DefaultConfig(stage)
 	if err != nil {
 		return c, err
+	}
+	for _, r := range []struct {
+		key string
+		dst *string
+	}{{"retainExpectations", &c.RetainExpectations}, {"retainEvidence", &c.RetainEvidence}} {
+		if v, ok, err := str(r.key); err != nil {
+			return c, err
+		} else if ok && v != "" {
+			if _, err := retain.Parse(v); err != nil {
+				return c, fmt.Errorf("context %s: %w; e.g. -c %s=P90D, or 0 to keep forever", r.key, err, r.key)
+			}
+			*r.dst = v
+		}
 	}
 	if v, ok, err := str("arch"); err != nil {
 		return c, err

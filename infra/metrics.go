@@ -78,6 +78,9 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 			graph("Expectations lapsed, by kind", []awscloudwatch.IMetric{search(metrics.ExpectationsLapsed, "Sum", "")}, 8),
 		},
 		{
+			graph("Items expired by TTL, by type (retention)", []awscloudwatch.IMetric{search(metrics.RecordsExpired, "Sum", "")}, 24),
+		},
+		{
 			graph("Lapse lateness (s): lapse committed minus its instant", append(lateness("overdue"), lateness("stalled")...), 8),
 			graph("Lapse task delivery", []awscloudwatch.IMetric{
 				metric(metrics.DeliveryAttempts, "Sum", "attempts", nil),

@@ -46,13 +46,15 @@ func (sb *stackBuilder) state() {
 
 	// The table: the single-table design of the README (pk/sk and the sparse
 	// GSIs gsiN on gsiN_pk/gsiN_sk, projecting KEYS_ONLY, as the DynamoDB adapter
-	// checks). No TTL: nothing in the design expires.
+	// checks). TTL on expiresAt: retention (RETAIN_EXPECTATIONS,
+	// RETAIN_EVIDENCE) sets it on every item of a final record.
 	st.Table = awsdynamodb.NewTable(stack, s("Table"), &awsdynamodb.TableProps{
-		TableName:    s(cfg.Name),
-		PartitionKey: &awsdynamodb.Attribute{Name: s("pk"), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:      &awsdynamodb.Attribute{Name: s("sk"), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		Stream:       awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
+		TableName:           s(cfg.Name),
+		PartitionKey:        &awsdynamodb.Attribute{Name: s("pk"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:             &awsdynamodb.Attribute{Name: s("sk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Stream:              awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
+		TimeToLiveAttribute: s("expiresAt"),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: b(true),
 		},
@@ -134,6 +136,8 @@ func (sb *stackBuilder) state() {
 		"ALLOW_PRIVATE_AGENTS": strconv.FormatBool(cfg.AllowPrivateAgents),
 		"CREDENTIALS_KEY_ID":   *st.CredentialsKey.KeyArn(),
 		"METRICS_NAMESPACE":    MetricsNamespace(cfg),
+		"RETAIN_EXPECTATIONS":  cfg.RetainExpectations,
+		"RETAIN_EVIDENCE":      cfg.RetainEvidence,
 	}
 }
 

@@ -36,8 +36,12 @@ results (a long campaign otherwise slows to a few requests a second):
     secondary index through an index kept up to date on every write
     (emulator/partitions.py).
 
+  * Time to Live: items past their TTL attribute are deleted (every second,
+    where DynamoDB takes up to days) with a REMOVE stream record by the
+    service principal dynamodb.amazonaws.com (emulator/ttl.py).
+
 The parts live in the package emulator/, one module per behaviour: streams,
-transactions, partitions, faults, capacity, and the server."""
+transactions, partitions, faults, capacity, ttl, and the server."""
 
 from emulator.server import main
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentclock/clockwork/internal/retention"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,8 +75,19 @@ func run() error {
 	smtpURL := flag.String("smtp", "", "SMTP server of e-mail alert channels, smtp://[user@]host[:port] (port 587 by default; the password in $SMTP_PASSWORD; STARTTLS when offered); none: e-mail channels are refused")
 	smtpFrom := flag.String("smtp-from", "", "sender address of e-mail alert channels (required with -smtp)")
 	publicURL := flag.String("public-url", "", "this server's public base URL (https://clockwork.example.com), for console links in Slack, e-mail and PagerDuty notifications")
+	retainExpectations := flag.String("retain-expectations", "P90D", "how long an expectation record is kept once final (satisfied, withdrawn, lapsed with its task delivered or dead-lettered), counted from then: a Go (2160h) or ISO 8601 (P90D) duration, 0 forever")
+	retainEvidence := flag.String("retain-evidence", "P400D", "how long a completed plan's evidence (ANTICIPATEs, events, VERIFYs, bundle) is kept after PLAN_COMPLETE: a Go or ISO 8601 duration, 0 forever")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
 	flag.Parse()
+
+	keepRecords, err := retention.Parse(*retainExpectations)
+	if err != nil {
+		return fmt.Errorf("-retain-expectations: %w", err)
+	}
+	keepEvidence, err := retention.Parse(*retainEvidence)
+	if err != nil {
+		return fmt.Errorf("-retain-evidence: %w", err)
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -176,7 +188,7 @@ func run() error {
 		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
-			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
 			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
 		})
@@ -212,7 +224,8 @@ func run() error {
 		app.TuneGC()
 		rules := expect.DefaultConfig()
 		rules.MaxLineage = *maxLineage
-		a, err := app.Start(app.Config{
+		rules.Retain = keepRecords
+		a, err := app.Start(app.Config{RetainEvidence: keepEvidence,
 			DataDir: *data, Auth: authn, Log: log, Rules: rules,
 			AllowPrivateAgents: *allowPrivate, MCPAllowedOrigins: allowedOrigins,
 			Outbox:   outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
@@ -225,6 +238,9 @@ func run() error {
 		}
 		handler = a.Handler
 		closeRuntime = a.Close
+		if promRec != nil {
+			promRec.GaugeFunc(metrics.StoreFileBytes, func() float64 { return float64(a.Store.DiskBytes()) })
+		}
 	}
 	raw, err := net.Listen("tcp", *addr)
 	if err != nil {

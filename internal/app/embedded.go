@@ -45,8 +45,11 @@ type Config struct {
 	Auth *auth.Authenticator
 	// Log receives structured logs.
 	Log *slog.Logger
-	// Rules of the watcher.
+	// Rules of the watcher; Rules.Retain is -retain-expectations (final
+	// records, subjects' memory, notifications; zero: forever).
 	Rules expect.Config
+	// RetainEvidence is -retain-evidence (zero: forever).
+	RetainEvidence time.Duration
 	// Outbox tunes lapse delivery.
 	Outbox outbox.Options
 	// AllowPrivateAgents lets lapse tasks reach loopback and private
@@ -152,8 +155,9 @@ func Start(cfg Config) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	rec := metrics.Or(cfg.Metrics)
 	st, err := bolt.Open(filepath.Join(cfg.DataDir, "clockwork.db"), bolt.Options{NoSync: cfg.NoSync, Timeout: 5 * time.Second,
-		FeedLagLimit: FeedLagLimit})
+		FeedLagLimit: FeedLagLimit, OnExpired: func(typ string, n int) { rec.Record(metrics.RecordsExpired, float64(n), typ) }})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -186,7 +190,7 @@ func Start(cfg Config) (*App, error) {
 	}, cfg.TimerWorkers, cfg.Log)
 	a.Timers.SetClock(a.Watcher.Now)
 	a.Timers.Lateness = cfg.Lateness
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry, RetainEvidence: cfg.RetainEvidence}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
 		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge, Metrics: cfg.Metrics})
 	if err != nil {
@@ -213,6 +217,7 @@ func Start(cfg Config) (*App, error) {
 		nclient = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	}
 	nopt := cfg.Notify
+	nopt.Retain = cfg.Rules.Retain
 	nopt.InsecureURLs = nopt.InsecureURLs || cfg.AllowPrivateAgents
 	if nopt.Metrics == nil {
 		nopt.Metrics = cfg.Metrics

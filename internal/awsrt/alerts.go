@@ -100,6 +100,7 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	opt.PublicURL = cfg.PublicURL
 	opt.InsecureURLs = opt.InsecureURLs || cfg.AllowPrivateAgents
 	opt.Metrics = cfg.Metrics
+	opt.Retain = cfg.RetainExpectations
 	if cfg.Now != nil {
 		opt.Now = cfg.Now
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentclock/clockwork/internal/retention"
 	"log/slog"
 	"net/http"
 	"os"
@@ -95,11 +96,17 @@ type Config struct {
 	AllowPrivateAgents bool // ALLOW_PRIVATE_AGENTS (default false)
 	// MCPAllowedOrigins (MCP_ALLOWED_ORIGINS, comma-separated) are the
 	// browser origins that may call /mcp (httpapi.Handler).
-	MCPAllowedOrigins    []string
-	SendToTimekeepers    bool   // SEND_TO_TIMEKEEPERS (default false)
-	MaxLineage           int    // MAX_LINEAGE (default 16)
-	DeliveryAttempts     int    // DELIVERY_ATTEMPTS (default 8)
-	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
+	MCPAllowedOrigins []string
+	SendToTimekeepers bool // SEND_TO_TIMEKEEPERS (default false)
+	MaxLineage        int  // MAX_LINEAGE (default 16)
+	// RetainExpectations (RETAIN_EXPECTATIONS, default P90D) and
+	// RetainEvidence (RETAIN_EVIDENCE, default P400D) are the retention of
+	// final records and of completed plans' evidence, Go or ISO 8601
+	// durations, 0 forever (retention.Parse). A Config made in code
+	// keeps forever unless set.
+	RetainExpectations, RetainEvidence time.Duration
+	DeliveryAttempts                   int    // DELIVERY_ATTEMPTS (default 8)
+	JudgeURL, JudgeToken               string // JUDGE_URL, JUDGE_TOKEN
 	// JudgeKind (JUDGE_KIND: http, openai, bedrock) and JudgeModel
 	// (JUDGE_MODEL) choose the judge (judge.Config); for bedrock JUDGE_URL
 	// overrides the service endpoint (emulators and tests only). The
@@ -196,6 +203,12 @@ func FromEnv() (Config, error) {
 	if c.MaxLineage, err = envInt("MAX_LINEAGE", 16); err != nil {
 		return c, err
 	}
+	if c.RetainExpectations, err = envRetention("RETAIN_EXPECTATIONS", retention.DefaultExpectations); err != nil {
+		return c, err
+	}
+	if c.RetainEvidence, err = envRetention("RETAIN_EVIDENCE", retention.DefaultEvidence); err != nil {
+		return c, err
+	}
 	if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 8); err != nil {
 		return c, err
 	}
@@ -217,6 +230,20 @@ func envBool(name string) (bool, error) {
 		return false, fmt.Errorf("%s: %q is not a boolean", name, v)
 	}
 	return b, nil
+}
+
+// envRetention reads a retention setting (retention.Parse), def when
+// unset.
+func envRetention(name, def string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	d, err := retention.Parse(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
 }
 
 func envInt(name string, def int) (int, error) {
@@ -362,10 +389,12 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	r.Store = dynamo.New(r.DynamoDB, cfg.Table)
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage
+	rules.Retain = cfg.RetainExpectations
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
 	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry,
+		RetainEvidence: cfg.RetainEvidence}
 	if judge != nil {
 		j, err := judge(ctx, r)
 		if err != nil {

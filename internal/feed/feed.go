@@ -92,7 +92,16 @@ type Processor struct {
 }
 
 // Handle processes one change. An error means the change must be retried.
+// A deletion by the store's own expiry (DynamoDB TTL: Change.Expired) is
+// counted and otherwise ignored: it is no withdrawal or cancellation, and
+// what the item was part of expired with it.
 func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
+	if ch.Expired {
+		if p.Metrics != nil {
+			p.Metrics.Record(metrics.RecordsExpired, 1, ch.Type())
+		}
+		return nil
+	}
 	if p.Metrics != nil && !ch.At.IsZero() {
 		now := time.Now()
 		if p.Now != nil {

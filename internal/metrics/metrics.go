@@ -17,6 +17,9 @@ const (
 	Counter Kind = iota + 1
 	// Histogram keeps the distribution of the values recorded.
 	Histogram
+	// Gauge is a value read when the metric is collected (the adapter
+	// asks a function registered for it; Record is ignored).
+	Gauge
 )
 
 // Desc describes one metric. Its label values are given in Labels order
@@ -120,6 +123,10 @@ var (
 		Help: "Time from a change's commit to its processing by the change-feed processor (on AWS the stream record's creation time, which has one-second precision)."}
 	SweepSkipped = &Desc{Name: "clockwork_sweep_skipped_total", Kind: Counter, Unit: "Count",
 		Help: "Records the AWS clock's sweep could not process (an indexed item that is not a record, a chunk of ticks that kept failing), reported and left to the next run instead of aborting it."}
+	RecordsExpired = &Desc{Name: "clockwork_records_expired_total", Kind: Counter, Unit: "Count", Labels: []string{"type"},
+		Help: "Items deleted because their retention ended (-retain-expectations, -retain-evidence), by item type (expectation, subject, notification, execution, event, verification, anticipation, lookup, ...); on AWS, DynamoDB TTL's deletions as the stream function sees them."}
+	StoreFileBytes = &Desc{Name: "clockwork_store_file_bytes", Kind: Gauge, Unit: "Bytes", EmbeddedOnly: true,
+		Help: "Size of the embedded store's data file (clockwork.db)."}
 	FeedSetAside = &Desc{Name: "clockwork_feed_changes_set_aside_total", Kind: Counter, Unit: "Count", EmbeddedOnly: true,
 		Help: "Changes the embedded change feed could not apply after its bounded retries and set aside (kept with the reason) so the changes behind them go on; the timers' sweep still finds their instants."}
 )
@@ -153,6 +160,7 @@ func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
 		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped,
+		RecordsExpired, StoreFileBytes,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,
 	}

@@ -17,6 +17,7 @@ from .faults import Faults, _error
 from .partitions import patch_query_partitions
 from .streams import patch_update_stream
 from .transactions import patch_transactions
+from .ttl import start_sweeper
 
 
 def loopback(host):
@@ -169,6 +170,7 @@ def main(doc=__doc__):
     )
     port = server.server_port
     os.environ.setdefault("MOTO_PORT", str(port))
+    start_sweeper(lock, float(os.environ.get("CLOCKWORK_EMULATOR_TTL_INTERVAL", "1")))
 
     def stop(*_args):
         threading.Thread(target=server.shutdown, daemon=True).start()

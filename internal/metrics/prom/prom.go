@@ -23,6 +23,16 @@ type Recorder struct {
 	registry   *prometheus.Registry
 }
 
+// GaugeFunc exports the gauge d (a metric of kind metrics.Gauge without
+// labels) as the value fn returns at each scrape. A Desc of another kind is
+// ignored; registering one twice panics, as client_golang does.
+func (r *Recorder) GaugeFunc(d *metrics.Desc, fn func() float64) {
+	if d.Kind != metrics.Gauge || len(d.Labels) != 0 {
+		return
+	}
+	r.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: d.Name, Help: d.Help}, fn))
+}
+
 // New returns a Recorder whose collectors, with the Go runtime's and the
 // process's, are registered on a registry of its own (so that several
 // runtimes in one test process never collide). A metric without labels is

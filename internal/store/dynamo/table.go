@@ -13,7 +13,7 @@ import (
 
 // CreateTable creates table with the layout the adapter needs: key pk (HASH,
 // S) and sk (RANGE, S), on-demand billing (PAY_PER_REQUEST), a stream with
-// NEW_AND_OLD_IMAGES, and one global secondary index per name in
+// NEW_AND_OLD_IMAGES, Time to Live on expiresAt, and one global secondary index per name in
 // store.Indexes, keyed NAME_pk (HASH) and NAME_sk (RANGE) and projecting
 // only the keys (KEYS_ONLY: Query reads each item itself). It then waits
 // until the table and its indexes are ACTIVE,
@@ -66,7 +66,29 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamo: create table %s: %w", table, err)
 	}
-	return waitActive(ctx, client, table)
+	if err := waitActive(ctx, client, table); err != nil {
+		return err
+	}
+	return enableTTL(ctx, client, table)
+}
+
+// enableTTL turns on Time to Live on attrExpiresAt (store.Item.ExpiresAt)
+// unless it is on already (UpdateTimeToLive refuses to enable it twice).
+func enableTTL(ctx context.Context, client *dynamodb.Client, table string) error {
+	d, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("dynamo: describe time to live of %s: %w", table, err)
+	}
+	if t := d.TimeToLiveDescription; t != nil && aws.ToString(t.AttributeName) == attrExpiresAt &&
+		(t.TimeToLiveStatus == types.TimeToLiveStatusEnabled || t.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrExpiresAt), Enabled: aws.Bool(true)}})
+	if err != nil {
+		return fmt.Errorf("dynamo: enable time to live on %s: %w", table, err)
+	}
+	return nil
 }
 
 // waitActive polls DescribeTable until table and its indexes are ACTIVE, and
