@@ -66,7 +66,7 @@ type Options struct {
 	// (-retain-expectations); zero keeps it forever.
 	Retain  time.Duration
 	Metrics metrics.Recorder
-	Now          func() time.Time
+	Now     func() time.Time
 }
 
 // Service is the alerting service. It is safe for concurrent use.

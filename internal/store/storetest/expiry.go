@@ -54,7 +54,10 @@ func testExpiry(t *testing.T, s store.Store, ns string) {
 	if got := keys(store.Query{PK: pk, Limit: 1}); len(got) != 2 || got[0] != "b" || got[1] != "c" {
 		t.Fatalf("table query = %v, want [b c]", got)
 	}
-	eventually(t, func() bool { got := keys(store.Query{Index: store.GSI1, PK: ns + "ix"}); return len(got) == 1 && got[0] == "b" })
+	eventually(t, func() bool {
+		got := keys(store.Query{Index: store.GSI1, PK: ns + "ix"})
+		return len(got) == 1 && got[0] == "b"
+	})
 
 	// Compare-and-set on the expired version, and a check of it, conflict.
 	again := item(pk, "a", `{"n":4}`)
