@@ -147,7 +147,9 @@ func Start(cfg Config) (*App, error) {
 		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	if cfg.Rules.MaxLineage == 0 {
+		retain := cfg.Rules.Retain
 		cfg.Rules = expect.DefaultConfig()
+		cfg.Rules.Retain = retain
 	}
 	if cfg.TimerWorkers == 0 {
 		cfg.TimerWorkers = 8

@@ -205,6 +205,7 @@ func (e *testEnv) restartAWS() {
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
+		RetainExpectations: e.cfg.Rules.Retain, RetainEvidence: e.cfg.RetainEvidence,
 		JudgeURL: e.cfg.JudgeURL, Endpoint: emulatorEndpoint, Stage: "test", Log: log,
 		JudgeKind: e.cfg.JudgeKind, JudgeModel: e.cfg.JudgeModel, JudgeAPIKeyParameter: judgeKeyParam, JudgeToken: e.cfg.JudgeToken, Judges: awsjudge.New,
 		DeliveryTimeout: e.cfg.Outbox.AttemptTimeout, SigningKeyParameter: keyParam,

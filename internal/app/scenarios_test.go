@@ -63,6 +63,7 @@ var scenarios = []struct {
 	{"AlertsTenancy", scenarioAlertsTenancy},
 	{"OTLPTraces", scenarioOTLPTraces},
 	{"AgentErasure", scenarioAgentErasure},
+	{"Retention", scenarioRetention},
 }
 
 // TestEmbedded runs every scenario against the embedded default.
