@@ -68,6 +68,7 @@ type anticipationResponse struct {
 	Digest       string `json:"digest"`
 	Emitter      string `json:"emitter"`
 	DeclaredBy   string `json:"declared_by"`
+	ExpiresAt    string `json:"expires_at,omitempty"`
 }
 
 func (h *Handler) getAnticipation(w http.ResponseWriter, r *http.Request) error {
@@ -75,7 +76,7 @@ func (h *Handler) getAnticipation(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, anticipationResponse{Anticipation: rec.Anticipation, Sealed: rec.Sealed, SealedAt: rec.SealedAt, Digest: rec.Digest, Emitter: rec.Emitter, DeclaredBy: rec.DeclaredBy})
+	writeJSON(w, http.StatusOK, anticipationResponse{Anticipation: rec.Anticipation, Sealed: rec.Sealed, SealedAt: rec.SealedAt, Digest: rec.Digest, Emitter: rec.Emitter, DeclaredBy: rec.DeclaredBy, ExpiresAt: rec.ExpiresAt})
 	return nil
 }
 

@@ -95,6 +95,7 @@ export async function anticipationPage(ctx) {
     kv([['agent', h('a', { href: '#/agents/' + enc(a.agent_id) + '/anticipations' }, a.agent_id)],
       ['plan', a.plan_id ? code(a.plan_id) : ''], ['scope', a.scope_envelope_id ? code(a.scope_envelope_id) : ''],
       ['sealed at', fmtTime(rec.sealed_at)], ['emitter', rec.emitter], ['declared by', rec.declared_by],
+      ['expires', rec.expires_at ? fmtTime(rec.expires_at) + ' (with its plan\'s evidence, as -retain-evidence says)' : ''],
       ['digest', h('span', null, code(rec.digest), ' ', check(a.d_dna_signature === antSeal && rec.digest === antSeal, 'd_dna_signature recomputed here'))],
       ['grading policy', a.grading_policy ? code(JSON.stringify(a.grading_policy)) : '']]));
 

@@ -115,6 +115,7 @@ export function article(r, now, open, onToggle) {
         d.activated === false ? ', the agent did not echo the extension' : ''] : ''],
       ['last error', d.lastError || ''],
       ['withdrawn', r.withdrawnReason || ''],
+      ['expires', r.expiresAt ? fmtTime(r.expiresAt) + ' (' + fmtRel(ms(r.expiresAt), now) + '; deleted then, as -retain-expectations says)' : ''],
     ]));
   return h('article', { class: 'card exp', 'data-id': e.expectationId, 'data-state': r.state },
     h('div', { class: 'exp-head' },

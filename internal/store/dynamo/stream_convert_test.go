@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -76,5 +77,46 @@ func TestAttributeConversion(t *testing.T) {
 	bad := map[string]streamtypes.AttributeValue{"m": &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{"x": nil}}}
 	if _, _, _, err := convertImages(fromStreamAV, nil, bad, nil); err == nil {
 		t.Error("a nil attribute value converted")
+	}
+}
+
+// TestTTLRecordFromLambda: a REMOVE record that Time to Live made, as
+// Lambda delivers it (the developer guide's example: "userIdentity":
+// {"type": "Service", "principalId": "dynamodb.amazonaws.com"}), is a
+// Change marked Expired; a REMOVE without that identity, or by another
+// principal, is a caller's delete; a write over an item that had expired
+// when it was made has no old image.
+func TestTTLRecordFromLambda(t *testing.T) {
+	const image = `{"pk":{"S":"p"},"sk":{"S":"s"},"type":{"S":"rec"},"version":{"N":"2"},"expiresAt":{"N":"1700000000"}}`
+	record := func(event, identity, newImage string) events.DynamoDBEventRecord {
+		raw := `{"eventName":"` + event + `","dynamodb":{"ApproximateCreationDateTime":1800000000,"Keys":{"pk":{"S":"p"},"sk":{"S":"s"}},` +
+			`"OldImage":` + image + newImage + `,"SequenceNumber":"111","StreamViewType":"NEW_AND_OLD_IMAGES"}` + identity + `}`
+		var rec events.DynamoDBEventRecord
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	ttl := `,"userIdentity":{"type":"Service","principalId":"dynamodb.amazonaws.com"}`
+	for _, tc := range []struct {
+		name     string
+		rec      events.DynamoDBEventRecord
+		expired  bool
+		keepsOld bool
+	}{
+		{"TTL deletion", record("REMOVE", ttl, ""), true, true},
+		{"caller's delete", record("REMOVE", "", ""), false, true},
+		{"another service", record("REMOVE", `,"userIdentity":{"type":"Service","principalId":"example.amazonaws.com"}`, ""), false, true},
+		{"write over an expired item", record("MODIFY", "", `,"NewImage":{"pk":{"S":"p"},"sk":{"S":"s"},"type":{"S":"rec"},"version":{"N":"1"}}`), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := ChangeFromStreamRecord(tc.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Expired != tc.expired || (ch.Old != nil) != tc.keepsOld {
+				t.Fatalf("Expired %v, old image %v; want %v, %v", ch.Expired, ch.Old != nil, tc.expired, tc.keepsOld)
+			}
+		})
 	}
 }
