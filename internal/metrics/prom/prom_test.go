@@ -57,7 +57,7 @@ func TestRecordAndScrape(t *testing.T) {
 		if !strings.HasPrefix(d.Name, "clockwork_") {
 			t.Errorf("%s does not start with clockwork_", d.Name)
 		}
-		if len(d.Labels) == 0 {
+		if len(d.Labels) == 0 && d.Kind != metrics.Gauge { // a gauge: once its function is registered (TestGaugeFunc)
 			if _, ok := fams[d.Name]; !ok {
 				t.Errorf("%s is not exported before its first event", d.Name)
 			}
@@ -65,5 +65,33 @@ func TestRecordAndScrape(t *testing.T) {
 	}
 	if _, ok := fams["go_goroutines"]; !ok {
 		t.Errorf("the Go runtime's metrics are missing")
+	}
+}
+
+// TestGaugeFunc: a gauge of the catalogue is exported with the value its
+// registered function returns at each scrape.
+func TestGaugeFunc(t *testing.T) {
+	r := New()
+	v := 7.0
+	r.GaugeFunc(metrics.StoreFileBytes, func() float64 { return v })
+	r.GaugeFunc(metrics.ExpectationsRaised, func() float64 { return 1 }) // not a gauge: ignored
+	for _, want := range []float64{7, 9} {
+		v = want
+		fams, err := r.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range fams {
+			if f.GetName() == metrics.StoreFileBytes.Name {
+				found = true
+				if got := f.GetMetric()[0].GetGauge().GetValue(); got != want {
+					t.Fatalf("gauge %v, want %v", got, want)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("the gauge is not exported")
+		}
 	}
 }
