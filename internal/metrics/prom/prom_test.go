@@ -71,7 +71,7 @@ func TestRecordAndScrape(t *testing.T) {
 // TestGaugeFunc: a gauge of the catalogue is exported with the value its
 // registered function returns at each scrape.
 func TestGaugeFunc(t *testing.T) {
-	r := New()
+	r := prom.New()
 	v := 7.0
 	r.GaugeFunc(metrics.StoreFileBytes, func() float64 { return v })
 	r.GaugeFunc(metrics.ExpectationsRaised, func() float64 { return 1 }) // not a gauge: ignored
