@@ -118,6 +118,9 @@ type Record struct {
 	RaisedAt        string      `json:"raisedAt"`
 	Lineage         int         `json:"lineage"`
 	Delivery        *Delivery   `json:"delivery,omitempty"`
+	// ExpiresAt is when the record, final, will be deleted (the server's
+	// -retain-expectations after it became final); empty while open.
+	ExpiresAt string `json:"expiresAt,omitempty"`
 }
 
 // Record states.
@@ -230,6 +233,9 @@ type Anticipation struct {
 	Digest       string          `json:"digest"`
 	Emitter      string          `json:"emitter"`
 	DeclaredBy   string          `json:"declared_by"`
+	// ExpiresAt is when the ANTICIPATE will be deleted, with the evidence
+	// of the last plan it binds (empty while none completed, or one runs).
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // Observation is an observed call result an OUTCOME event reports, read by
@@ -283,17 +289,20 @@ type Aggregate struct {
 
 // Execution is the state of a plan's execution.
 type Execution struct {
-	PlanID          string    `json:"plan_id"`
-	ScopeEnvelopeID string    `json:"scope_envelope_id,omitempty"`
-	Begun           bool      `json:"begun"`
-	BegunAt         string    `json:"begun_at,omitempty"`
-	Bound           []string  `json:"bound,omitempty"`
-	Agents          []string  `json:"agents,omitempty"`
-	Head            string    `json:"head"`
-	Count           int       `json:"count"`
-	Completed       bool      `json:"completed"`
-	CompletedAt     string    `json:"completed_at,omitempty"`
-	Aggregate       Aggregate `json:"aggregate"`
+	PlanID          string   `json:"plan_id"`
+	ScopeEnvelopeID string   `json:"scope_envelope_id,omitempty"`
+	Begun           bool     `json:"begun"`
+	BegunAt         string   `json:"begun_at,omitempty"`
+	Bound           []string `json:"bound,omitempty"`
+	Agents          []string `json:"agents,omitempty"`
+	Head            string   `json:"head"`
+	Count           int      `json:"count"`
+	Completed       bool     `json:"completed"`
+	CompletedAt     string   `json:"completed_at,omitempty"`
+	// ExpiresAt is when the plan's evidence will be deleted (the server's
+	// -retain-evidence after PLAN_COMPLETE); empty while it runs.
+	ExpiresAt string    `json:"expires_at,omitempty"`
+	Aggregate Aggregate `json:"aggregate"`
 }
 
 // StoredEvent is one link of a plan's digest chain; Event is the event as
