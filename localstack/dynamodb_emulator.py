@@ -41,7 +41,10 @@ results (a long campaign otherwise slows to a few requests a second):
     service principal dynamodb.amazonaws.com (emulator/ttl.py).
 
 The parts live in the package emulator/, one module per behaviour: streams,
-transactions, partitions, faults, capacity, ttl, and the server."""
+transactions, partitions, faults, capacity, ttl, and the server. Each has its
+tests in emulator/tests/ (test_<module>.py), against the DynamoDB behaviour it
+imitates; `go test ./internal/store/dynamo/dynamotest -run TestEmulatorModules`
+runs them on an emulator of their own."""
 
 from emulator.server import main
 
