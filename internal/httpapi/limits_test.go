@@ -334,11 +334,14 @@ func limPadTo(b []byte, n int) []byte {
 	return append(b, strings.Repeat(" ", n-len(b))...)
 }
 
-func limitCases() []limitCase {
+func limitCases() []limitCase { return append(watcherLimitCases(), evaluationLimitCases()...) }
+
+// watcherLimitCases are the limits of the watcher's routes: bodies and
+// nesting, counts, identifiers, texts, lineage, pages, clock sanity.
+func watcherLimitCases() []limitCase {
 	cfg := expect.DefaultConfig()
 	maxN := cfg.MaxPerRequest
 	id256, id257 := strings.Repeat("i", expect.MaxIDLen), strings.Repeat("i", expect.MaxIDLen+1)
-	aid128, aid129 := strings.Repeat("a", anticipate.MaxIDLen), strings.Repeat("a", anticipate.MaxIDLen+1)
 	text4k, text4k1 := strings.Repeat("t", expect.MaxTextLen), strings.Repeat("t", expect.MaxTextLen+1)
 	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	raiseAt := func(body map[string]any) func(l *limitEnv) limitReq {
@@ -349,27 +352,6 @@ func limitCases() []limitCase {
 	raiseSetup := func(body map[string]any) func(l *limitEnv) {
 		return func(l *limitEnv) { l.must(200, limPostJSON(l.agentPath("/expectations"), body)) }
 	}
-	noAnticipation := func(id string) func(l *limitEnv) {
-		return func(l *limitEnv) {
-			if l.anticipation(id) != nil {
-				l.t.Errorf("anticipation %.40s was stored by a refused request", id)
-			}
-		}
-	}
-	noEvents := func(plan string) func(l *limitEnv) {
-		return func(l *limitEnv) {
-			if evs := l.events(plan); len(evs) != 0 {
-				l.t.Errorf("plan %.40s has %d events after a refused request", plan, len(evs))
-			}
-		}
-	}
-	eventAt := func(plan string, ev map[string]any) func(l *limitEnv) limitReq {
-		return func(l *limitEnv) limitReq { return limPostJSON("/v1/executions/"+plan+"/events", ev) }
-	}
-	declarePlan := func(plan string) func(l *limitEnv) {
-		return func(l *limitEnv) { l.declare("ant-"+plan, plan, nil) }
-	}
-	criterionPath := "expectations.outcome_criteria[0]"
 
 	return []limitCase{
 		// Bodies and nesting.
@@ -802,7 +784,37 @@ func limitCases() []limitCase {
 				}
 			},
 		},
+	}
+}
 
+// evaluationLimitCases are the limits of the evaluation loop's routes:
+// AIGP ids, kept fields, ANTICIPATE texts and criteria, events, grades.
+func evaluationLimitCases() []limitCase {
+	aid128, aid129 := strings.Repeat("a", anticipate.MaxIDLen), strings.Repeat("a", anticipate.MaxIDLen+1)
+	text4k, text4k1 := strings.Repeat("t", expect.MaxTextLen), strings.Repeat("t", expect.MaxTextLen+1)
+	noAnticipation := func(id string) func(l *limitEnv) {
+		return func(l *limitEnv) {
+			if l.anticipation(id) != nil {
+				l.t.Errorf("anticipation %.40s was stored by a refused request", id)
+			}
+		}
+	}
+	noEvents := func(plan string) func(l *limitEnv) {
+		return func(l *limitEnv) {
+			if evs := l.events(plan); len(evs) != 0 {
+				l.t.Errorf("plan %.40s has %d events after a refused request", plan, len(evs))
+			}
+		}
+	}
+	eventAt := func(plan string, ev map[string]any) func(l *limitEnv) limitReq {
+		return func(l *limitEnv) limitReq { return limPostJSON("/v1/executions/"+plan+"/events", ev) }
+	}
+	declarePlan := func(plan string) func(l *limitEnv) {
+		return func(l *limitEnv) { l.declare("ant-"+plan, plan, nil) }
+	}
+	criterionPath := "expectations.outcome_criteria[0]"
+
+	return []limitCase{
 		// The evaluation loop: AIGP ids 128 bytes.
 		{
 			name: "anticipation_id",
