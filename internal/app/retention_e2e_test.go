@@ -132,3 +132,40 @@ func scenarioRetention(t *testing.T) {
 		e.must(200, e.call("GET", "/v1/agents/"+agentID+"/expectations/kept-open", nil))
 	}
 }
+
+// scenarioIDReusedAfterExpiry: an anchor expires while its dependent stays
+// open (retention 2 s); its id, forgotten, is raised again, and that new
+// expectation's satisfaction neither re-anchors the old dependent nor is
+// skipped by it. (Found by a second tenant's probe of retention.)
+func scenarioIDReusedAfterExpiry(t *testing.T) {
+	e := startEnv(t, func(c *Config) {
+		c.Rules = expect.DefaultConfig()
+		c.Rules.Retain = 2 * time.Second
+	})
+	register(t, e, "1.0")
+	projected := ts(48 * time.Hour)
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+		payment("ship", ts(time.Hour)),
+		payment("deliver", projected, func(m map[string]any) {
+			m["anchor"] = map[string]any{"expectationId": "ship", "offset": "PT2H"}
+			m["after"] = []any{"ship"}
+		}),
+	)))
+	shipped := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.ship", expect.FormatTime(shipped))}}))
+	d := e.waitRecord(agentID, "deliver", func(r *expect.Record) bool { return r.DueAt != projected })
+	deadline := time.Now().Add(15 * time.Second)
+	for e.call("GET", "/v1/agents/"+agentID+"/expectations/ship", nil).status != 404 {
+		if time.Now().After(deadline) {
+			t.Fatal("ship never expired")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(1100 * time.Millisecond) // the new ship is raised in a later second than deliver
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("ship", ts(10*time.Hour)))))
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.ship", ts(0))}}))
+	time.Sleep(2 * time.Second) // the change feed's re-anchoring, had there been any
+	if d2 := e.record(agentID, "deliver"); d2.DueAt != d.DueAt || d2.State != expect.StateOpen {
+		t.Fatalf("the old dependent moved with the new 'ship': due %s -> %s, %s", d.DueAt, d2.DueAt, d2.State)
+	}
+}

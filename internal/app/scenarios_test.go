@@ -64,6 +64,7 @@ var scenarios = []struct {
 	{"OTLPTraces", scenarioOTLPTraces},
 	{"AgentErasure", scenarioAgentErasure},
 	{"Retention", scenarioRetention},
+	{"IDReusedAfterExpiry", scenarioIDReusedAfterExpiry},
 }
 
 // TestEmbedded runs every scenario against the embedded default.

@@ -307,6 +307,17 @@ func Skip(r *Record, by []string, subj *SubjectRecord, now time.Time) (*Record, 
 	return out, true
 }
 
+// AnchoredOn reports whether anchor is the expectation dep was raised on
+// (as its anchor, or in its after list): one raised no later than dep. An
+// id is forgotten once its record has expired (retention) and may be
+// raised again; that later expectation is not the one dep named, and
+// neither its satisfaction moves dep nor dep's skips it.
+func AnchoredOn(dep, anchor *Record) bool {
+	d, err1 := ParseTime(dep.RaisedAt)
+	a, err2 := ParseTime(anchor.RaisedAt)
+	return err1 != nil || err2 != nil || !a.After(d)
+}
+
 // Reanchor moves an open dependent's due time to anchorObservedAt plus its
 // anchor offset (projectedDueAt never changes), and evaluates it against
 // the clock at once: if the new grace end has passed it lapses.

@@ -413,3 +413,20 @@ func TestStampExpiry(t *testing.T) {
 		})
 	}
 }
+
+func TestAnchoredOn(t *testing.T) {
+	at := func(s string) *Record { return &Record{RaisedAt: s} }
+	for _, tc := range []struct {
+		dep, anchor string
+		want        bool
+	}{
+		{"2026-01-01T00:00:10Z", "2026-01-01T00:00:05Z", true},  // raised before
+		{"2026-01-01T00:00:10Z", "2026-01-01T00:00:10Z", true},  // in the same request
+		{"2026-01-01T00:00:10Z", "2026-01-01T00:00:11Z", false}, // a later expectation of the id
+		{"", "2026-01-01T00:00:11Z", true},                      // unknown: as before
+	} {
+		if got := AnchoredOn(at(tc.dep), at(tc.anchor)); got != tc.want {
+			t.Errorf("AnchoredOn(raised %q, anchor raised %q) = %v", tc.dep, tc.anchor, got)
+		}
+	}
+}

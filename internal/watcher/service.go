@@ -366,8 +366,8 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 			if err != nil {
 				return o, err
 			}
-			if p == nil {
-				continue
+			if p == nil || !expect.AnchoredOn(r, p) {
+				continue // none, or a later expectation of an id that expired
 			}
 			if np, changed := expect.Skip(p, []string{r.Expectation.ExpectationID}, sub, now); changed {
 				st.set(np)
@@ -390,10 +390,17 @@ func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID stri
 			now := s.now()
 			more = false
 			deps, err := st.lookup(lookupAnchor, anchorPK(agentID, anchorID))
-			if err != nil {
+			if err != nil || len(deps) == 0 {
+				return err
+			}
+			anchor, err := st.record(anchorID)
+			if err != nil || anchor == nil {
 				return err
 			}
 			for _, d := range deps {
+				if !expect.AnchoredOn(d, anchor) {
+					continue // raised on an earlier expectation of that id, which expired
+				}
 				if st.writes() >= store.MaxCommitWrites-1 {
 					more = true // the rest in the next commit
 					break

@@ -46,7 +46,7 @@ func tickRecord(st *txState, r *expect.Record, sub *expect.SubjectRecord, now ti
 		if err != nil {
 			return nil, false, err
 		}
-		if anchor != nil && anchor.SatisfiedBy != nil {
+		if anchor != nil && anchor.SatisfiedBy != nil && expect.AnchoredOn(r, anchor) {
 			if observed, err := expect.ParseTime(anchor.ObservedAt); err == nil {
 				nr, changed := expect.Reanchor(r, observed, sub, now)
 				return nr, changed, nil
