@@ -80,3 +80,28 @@ func scenarioAgentErasure(t *testing.T) {
 	e.must(404, e.call("GET", "/v1/executions/plan-erase/events", nil))
 	hasErrorPath(t, e.must(400, e.call("DELETE", "/v1/agents/"+seedAgent+"?evidence=yes", nil)), "evidence")
 }
+
+// scenarioErasureTenancy: an agent's evidence erasure removes its
+// executions bound by scope envelope too, and leaves another tenant's
+// VERIFY graded against an anticipation of the same id (ids are per
+// agent). Both were found by a second tenant's probe.
+func scenarioErasureTenancy(t *testing.T) {
+	e := startEnv(t)
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-shared", "agent-a", "plan-a", "scope-a"), tenantA))
+	e.must(202, e.call("POST", "/v1/executions/plan-a/events", event("a-1", "STEP_COMPLETE"), tenantA))
+	e.must(202, e.call("POST", "/v1/executions/plan-a/events", event("a-2", "PLAN_COMPLETE"), tenantA))
+	va := waitVerificationAs(t, e, "ant-shared", tenantA)
+
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-shared", "agent-b", "plan-b", "scope-b"), tenantB))
+	e.must(201, e.call("POST", "/v1/anticipations", tenantAnticipation(t, "ant-scope", "agent-b", "", "scope-s"), tenantB))
+	e.must(202, e.call("POST", "/v1/executions/plan-s/events", event("s-1", "STEP_COMPLETE", "scope_envelope_id", "scope-s"), tenantB))
+	e.must(202, e.call("POST", "/v1/executions/plan-s/events", event("s-2", "PLAN_COMPLETE"), tenantB))
+	vb := waitVerificationAs(t, e, "ant-scope", tenantB)
+
+	e.must(200, e.call("DELETE", "/v1/agents/agent-b?evidence=true", nil, tenantB))
+	e.must(200, e.call("GET", "/v1/verifications/"+va.VerificationID, nil, tenantA))
+	e.must(200, e.call("GET", "/v1/executions/plan-a/events", nil, tenantA))
+	e.must(404, e.call("GET", "/v1/verifications/"+vb.VerificationID, nil, tenantB))
+	e.must(404, e.call("GET", "/v1/executions/plan-s/events", nil, tenantB))
+	e.must(404, e.call("GET", "/v1/anticipations/ant-scope", nil, tenantB))
+}

@@ -63,6 +63,7 @@ var scenarios = []struct {
 	{"AlertsTenancy", scenarioAlertsTenancy},
 	{"OTLPTraces", scenarioOTLPTraces},
 	{"AgentErasure", scenarioAgentErasure},
+	{"ErasureTenancy", scenarioErasureTenancy},
 	{"Retention", scenarioRetention},
 	{"IDReusedAfterExpiry", scenarioIDReusedAfterExpiry},
 }

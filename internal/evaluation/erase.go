@@ -6,65 +6,106 @@ import (
 	"github.com/agentclock/clockwork/internal/store"
 )
 
+// maxErasePasses bounds EraseAgent's passes: each reads the agent's
+// listings again, since a global index may show an item a moment late.
+const maxErasePasses = 5
+
 // EraseAgent removes the evidence of agentID: each of its ANTICIPATEs
-// with the VERIFYs graded against it and the execution (events, event
-// ids) of its plan, and returns how many of each it removed. It reads the
-// agent's anticipation listing, which on DynamoDB may miss a declaration
-// made a moment before (run it again to be sure). Errors are the store's.
+// with the VERIFYs graded against it (this agent's only: anticipation ids
+// are per agent, the index of VERIFYs by anticipation id is not), and each
+// of its executions, bound by plan or by scope envelope, with their events
+// and event ids; it returns how many items of each type it removed. It
+// reads global indexes, which on DynamoDB may miss a declaration made a
+// moment before (run it again to be sure), so it passes over them until a
+// pass removes nothing. Errors are the store's.
 func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]int, error) {
 	out := map[string]int{}
 	all := func(string) bool { return true }
-	for {
-		page, err := s.AnticipationsOf(ctx, agentID, MaxAnticipationsPage, "", all)
-		if err != nil {
-			return out, err
-		}
-		if len(page.Anticipations) == 0 {
-			return out, nil
-		}
+	for range maxErasePasses {
 		deleted := 0
-		for _, rec := range page.Anticipations {
-			vs, err := s.store.Query(ctx, store.Query{Index: store.GSI1, PK: byAnticipationPK(rec.AnticipateID), Limit: store.MaxLimit})
+		count := func(typ string, n int) {
+			out[typ] += n
+			deleted += n
+		}
+		for token := ""; ; {
+			page, err := s.AnticipationsOf(ctx, agentID, MaxAnticipationsPage, token, all)
 			if err != nil {
 				return out, err
 			}
-			for _, it := range vs.Items {
-				n, err := s.deleteItem(ctx, it.Key)
+			for _, rec := range page.Anticipations {
+				if err := s.eraseVerifications(ctx, agentID, rec.AnticipateID, count); err != nil {
+					return out, err
+				}
+				if rec.PlanID != "" {
+					if err := s.erasePartition(ctx, executionPK(agentID, rec.PlanID), count); err != nil {
+						return out, err
+					}
+				}
+				n, err := s.deleteItem(ctx, rec.storeKey())
 				if err != nil {
 					return out, err
 				}
-				out[TypeVerification] += n
+				count(TypeAnticipation, n)
 			}
-			if rec.PlanID != "" {
-				for {
-					p, err := s.store.Query(ctx, store.Query{PK: executionPK(agentID, rec.PlanID), Limit: store.MaxLimit})
-					if err != nil {
-						return out, err
-					}
-					n := 0
-					for _, it := range p.Items {
-						d, err := s.deleteItem(ctx, it.Key)
-						if err != nil {
-							return out, err
-						}
-						out[it.Type] += d
-						n += d
-					}
-					if n == 0 {
-						break
-					}
-				}
+			if token = page.NextToken; token == "" {
+				break
 			}
-			n, err := s.deleteItem(ctx, rec.storeKey())
-			if err != nil {
-				return out, err
-			}
-			out[TypeAnticipation] += n
-			deleted += n
+		}
+		if err := eachOf(ctx, s.store, store.Query{Index: store.GSI2, PK: executionsOfPK(agentID)}, func(it store.Item) error {
+			return s.erasePartition(ctx, it.PK, count)
+		}); err != nil {
+			return out, err
 		}
 		if deleted == 0 {
-			return out, nil
+			break
 		}
+	}
+	return out, nil
+}
+
+// eraseVerifications removes agentID's VERIFYs graded against its
+// anticipation antID.
+func (s *Service) eraseVerifications(ctx context.Context, agentID, antID string, count func(string, int)) error {
+	return eachOf(ctx, s.store, store.Query{Index: store.GSI1, PK: byAnticipationPK(antID)}, func(it store.Item) error {
+		vr, err := decode[VerificationRecord](it)
+		if err != nil || vr.Verification.AgentID != agentID {
+			return err // another agent's anticipation of the same id
+		}
+		n, err := s.deleteItem(ctx, it.Key)
+		count(TypeVerification, n)
+		return err
+	})
+}
+
+// erasePartition removes every item of an execution's partition (the
+// execution, its events and event ids).
+func (s *Service) erasePartition(ctx context.Context, pk string, count func(string, int)) error {
+	return eachOf(ctx, s.store, store.Query{PK: pk}, func(it store.Item) error {
+		n, err := s.deleteItem(ctx, it.Key)
+		count(it.Type, n)
+		return err
+	})
+}
+
+// eachOf calls fn for every item q finds, page after page. The items of a
+// page are read before fn changes any, and the next page resumes after the
+// last item read.
+func eachOf(ctx context.Context, st store.Store, q store.Query, fn func(store.Item) error) error {
+	q.Limit = store.MaxLimit
+	for {
+		p, err := st.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, it := range p.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if p.Next == "" {
+			return nil
+		}
+		q.After = p.Next
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 //	                                                    lk3: SS#<agent>#<session> / <agent>#<id> (with a plan)
 //	execution       PLAN#<agent>#<plan> EXEC            lk1: PX#<plan> / <agent>
 //	event           PLAN#<agent>#<plan> EV#<seq, 12 digits>
+//	                                                    gsi2: EA#<agent> / <plan> (erasure's listing)
 //	event id        PLAN#<agent>#<plan> EID#<event_id>
 //	                                                    gsi5: AA#<agent> / <received_at>#<id> (listing)
 //	verification    VER#<vid>        VER                gsi1: AV#<anticipation> / <vid>
@@ -98,6 +99,10 @@ func sessionPK(agent, session string) string {
 func scopeBoundPK(scope string) string  { return "SA#" + esc(scope) }
 func byAnticipationPK(id string) string { return "AV#" + esc(id) }
 func byAgentPK(agent string) string     { return "AA#" + esc(agent) }
+
+// executionsOfPK is the gsi2 partition listing an agent's executions (by
+// plan or by scope envelope), which erasure reads.
+func executionsOfPK(agent string) string { return "EA#" + esc(agent) }
 
 // AnticipationRecord is a stored ANTICIPATE with its sealing state.
 type AnticipationRecord struct {
@@ -188,7 +193,8 @@ func (e *Execution) Owner() string {
 func executionItem(ex *Execution) (store.Item, error) {
 	var idx map[store.IndexName]store.IndexKey
 	if ex.pk != legacyExecutionPK(ex.PlanID) {
-		idx = map[store.IndexName]store.IndexKey{lookupPlans: {PK: plansPK(ex.PlanID), SK: esc(ex.AgentID)}}
+		idx = map[store.IndexName]store.IndexKey{lookupPlans: {PK: plansPK(ex.PlanID), SK: esc(ex.AgentID)},
+			store.GSI2: {PK: executionsOfPK(ex.AgentID), SK: esc(ex.PlanID)}}
 	}
 	return expiring(mkItem(executionKey(ex.pk), TypeExecution, ex, idx))(ex.ExpiresAt)
 }

@@ -75,6 +75,9 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	var jobs []GradeJob
 	for _, antID := range ex.Bound {
 		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
+		if errs.Is(wrap(err), errs.NotFound) {
+			continue // erased (with ?evidence=true) while the plan ran: nothing to grade against
+		}
 		if err != nil {
 			return wrap(err)
 		}
@@ -294,11 +297,13 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if !ex.Completed {
 		return nil
 	}
+	// The plan's evidence is given its expiry first, whatever VERIFY
+	// does: a VERIFY that keeps failing must not keep the events forever.
 	owner := (&Execution{AgentID: ex.AgentID, Agents: ex.Agents}).Owner()
-	if err := s.Verify(ctx, owner, ex.PlanID); err != nil {
+	if err := s.retainEvidence(ctx, owner, ex.PlanID); err != nil {
 		return err
 	}
-	return s.retainEvidence(ctx, owner, ex.PlanID)
+	return s.Verify(ctx, owner, ex.PlanID)
 }
 
 // executionDone is the part of an Execution that HandleChange reads.

@@ -254,9 +254,15 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	}
 	var page store.Page
 	now := time.Now()
+	ask := limit + 1
 	for {
 		in.ExclusiveStartKey = start
-		in.Limit = aws.Int32(int32(limit - len(page.Items) + 1))
+		// Each round asks for a full page and one at least, twice as many
+		// as the round before: items past their expiry that Time to Live
+		// has not yet deleted are left out here, and asking for only the
+		// few missing ones would cost a round trip per one or two of them.
+		in.Limit = aws.Int32(int32(ask))
+		ask = min(2*ask, store.MaxLimit+1)
 		out, err := s.client.Query(ctx, in)
 		if err != nil {
 			return store.Page{}, apiErr("query", err)

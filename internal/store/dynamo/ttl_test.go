@@ -2,10 +2,16 @@ package dynamo_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/store/dynamo"
+	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // TestTTLDeletionIsAnExpiredChange: an item past its ExpiresAt is deleted
@@ -57,5 +63,43 @@ func TestTTLDeletionIsAnExpiredChange(t *testing.T) {
 	}
 	if len(deleted) != 1 || deleted[0] != mine.Key {
 		t.Fatalf("deleted changes %v, want [%s]", deleted, mine.Key)
+	}
+}
+
+// TestQueryOverExpiredItems: a page of a partition that holds many items
+// past their expiry which Time to Live has not deleted yet (it takes up to
+// days) costs a few Query calls, not one per one or two of them (found by
+// a second tenant's probe: 151 calls for 300).
+func TestQueryOverExpiredItems(t *testing.T) {
+	var counter dynamo.Counter
+	db, _ := dynamotest.NewClients(dynamotest.Start(t), dynamo.CountingMiddleware(&counter))
+	table := dynamotest.NewTable(t, db, "ttlq-")
+	if _, err := db.UpdateTimeToLive(ctxT(t), &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(false)}}); err != nil {
+		t.Fatal(err)
+	}
+	s := dynamo.New(db, table)
+	past := time.Now().Add(-time.Minute).Unix()
+	var writes []store.Write
+	writes = append(writes, store.PutIfAbsent(store.Item{Key: store.Key{PK: "p", SK: "a"}, Type: "t"}))
+	for i := range 300 {
+		writes = append(writes, store.PutIfAbsent(store.Item{Key: store.Key{PK: "p", SK: fmt.Sprintf("b%04d", i)}, Type: "t", ExpiresAt: past}))
+	}
+	writes = append(writes, store.PutIfAbsent(store.Item{Key: store.Key{PK: "p", SK: "c"}, Type: "t"}))
+	for len(writes) > 0 {
+		n := min(len(writes), 25)
+		mustCommit(t, s, writes[:n]...)
+		writes = writes[n:]
+	}
+	counter.Reset()
+	p, err := s.Query(ctxT(t), store.Query{PK: "p", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 2 || p.Items[0].SK != "a" || p.Items[1].SK != "c" || p.Next != "" {
+		t.Fatalf("page %+v, next %q; want a and c, the last page", p.Items, p.Next)
+	}
+	if n := counter.Count("Query"); n > 10 {
+		t.Fatalf("%d Query calls for a page of 2 behind 300 expired items", n)
 	}
 }
