@@ -73,4 +73,3 @@ func TestEvidenceExpiresWhateverVerifyDoes(t *testing.T) {
 		}
 	}
 }
-

@@ -175,7 +175,13 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			send, held, changed := cd.Admit(occ.Key, d, now)
 			if changed {
 				b, _ := json.Marshal(cd)
-				tx.Put(store.Item{Key: key, Type: TypeCooldown, Data: b})
+				cdItem := store.Item{Key: key, Type: TypeCooldown, Data: b}
+				if s.opt.Retain > 0 {
+					// It outlives its window by the retention, then goes: a
+					// rule edited or removed leaves none behind for good.
+					cdItem.ExpiresAt = expect.ExpiryTime(now, d+s.opt.Retain).Unix()
+				}
+				tx.Put(cdItem)
 			}
 			if !send {
 				if changed {
