@@ -12,7 +12,7 @@ import (
 // secrets (its kms:Decrypt is conditioned on the encryption context's
 // agent being sealAgent, infra.ChannelSealAgent); the two must agree.
 func TestSealAgentMatchesInfra(t *testing.T) {
-	b, err := os.ReadFile("../../infra/resources.go")
+	b, err := os.ReadFile("../../infra/api.go")
 	if err != nil {
 		t.Fatal(err)
 	}
