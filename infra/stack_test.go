@@ -48,8 +48,8 @@ func TestTable(t *testing.T) {
 					"PointInTimeRecoverySpecification": obj{"PointInTimeRecoveryEnabled": true},
 					"DeletionProtectionEnabled":        stage != "dev",
 					"GlobalSecondaryIndexes":           assertions.Match_ArrayEquals(&gsis),
-					// No TTL: nothing in the table design expires.
-					"TimeToLiveSpecification": assertions.Match_Absent(),
+					// TTL on expiresAt: what retention sets on a final record's items.
+					"TimeToLiveSpecification": obj{"AttributeName": "expiresAt", "Enabled": true},
 					// On-demand: no provisioned throughput anywhere.
 					"ProvisionedThroughput": assertions.Match_Absent(),
 				})
@@ -93,6 +93,7 @@ func TestFunctions(t *testing.T) {
 			})
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
 			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false", "METRICS_NAMESPACE": "Clockwork/clockwork-" + stage,
+				"RETAIN_EXPECTATIONS": "P90D", "RETAIN_EVIDENCE": "P400D",
 				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
 			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
 			grading := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading"))

@@ -25,6 +25,7 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/app"
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/outbox"
 )
 
@@ -72,6 +73,7 @@ func startEnv(t *testing.T) *env {
 	}
 	a, err := app.Start(app.Config{
 		DataDir: t.TempDir(), Auth: authn, Log: slog.New(slog.DiscardHandler), AllowPrivateAgents: true,
+		Rules:  func() expect.Config { c := expect.DefaultConfig(); c.Retain = time.Hour; return c }(),
 		Outbox: outbox.Options{MaxAttempts: 2, BaseBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, AttemptTimeout: 2 * time.Second},
 	})
 	if err != nil {
@@ -373,6 +375,11 @@ func TestConsole(t *testing.T) {
 	b.open(console + "#/agents/agent-1/expectations/inv-41-paid")
 	if got := b.wait("the dependents", `(() => { const a = Array.from(document.querySelectorAll('a')).find(a => a.textContent === 'inv-44-paid' && a.getAttribute('href').endsWith('/inv-44-paid')); return a ? 'ok' : ''; })()`); got != "ok" {
 		t.Errorf("dependent not linked")
+	}
+	// A final record says when it will be deleted (retention: an hour here).
+	expires, _ := e.record("agent-1", "inv-41-paid")["expiresAt"].(string)
+	if got := b.eval(`document.querySelector('article.exp[data-id="inv-41-paid"]').textContent`); expires == "" || !strings.Contains(got, "-retain-expectations") {
+		t.Errorf("the satisfied record's expiry (%q) is not on its page: %q", expires, got)
 	}
 
 	// Alerts: a webhook channel (a loopback receiver that refuses at

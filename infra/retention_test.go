@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRetentionContext: retainExpectations and retainEvidence default to
+// P90D and P400D, take Go and ISO 8601 durations and 0, and refuse
+// anything else naming the key.
+func TestRetentionContext(t *testing.T) {
+	ctx := func(m map[string]any) func(string) (any, bool) {
+		return func(k string) (any, bool) { v, ok := m[k]; return v, ok }
+	}
+	c, err := ConfigFromContext(ctx(nil))
+	if err != nil || c.RetainExpectations != "P90D" || c.RetainEvidence != "P400D" {
+		t.Fatalf("defaults %q %q, %v", c.RetainExpectations, c.RetainEvidence, err)
+	}
+	c, err = ConfigFromContext(ctx(map[string]any{"retainExpectations": "720h", "retainEvidence": float64(0)}))
+	if err != nil || c.RetainExpectations != "720h" || c.RetainEvidence != "0" {
+		t.Fatalf("set %q %q, %v", c.RetainExpectations, c.RetainEvidence, err)
+	}
+	for _, m := range []map[string]any{{"retainExpectations": "ninety days"}, {"retainEvidence": "-1h"}, {"retainEvidence": "P200Y"}} {
+		for k := range m {
+			if _, err := ConfigFromContext(ctx(m)); err == nil || !strings.Contains(err.Error(), k) {
+				t.Errorf("%v: error %v, want one naming %s", m, err, k)
+			}
+		}
+	}
+}
