@@ -297,13 +297,12 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 	if !ex.Completed {
 		return nil
 	}
-	// The plan's evidence is given its expiry first, whatever VERIFY
-	// does: a VERIFY that keeps failing must not keep the events forever.
+	// The plan's evidence is given its expiry whatever VERIFY does (a
+	// VERIFY that keeps failing must not keep the events forever), after
+	// it, so the VERIFY and its grading jobs come first.
 	owner := (&Execution{AgentID: ex.AgentID, Agents: ex.Agents}).Owner()
-	if err := s.retainEvidence(ctx, owner, ex.PlanID); err != nil {
-		return err
-	}
-	return s.Verify(ctx, owner, ex.PlanID)
+	verr := s.Verify(ctx, owner, ex.PlanID)
+	return errors.Join(verr, s.retainEvidence(ctx, owner, ex.PlanID))
 }
 
 // executionDone is the part of an Execution that HandleChange reads.
