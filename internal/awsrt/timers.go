@@ -221,13 +221,20 @@ func (r *Runtime) sweepNotifications(ctx context.Context) (int, error) {
 	if err != nil || len(late) == 0 {
 		return 0, err
 	}
-	if !r.Clock.HasQueue() {
-		for _, in := range late {
-			r.Notify.Attempt(ctx, in.AgentID, in.ExpectationID)
+	done := 0
+	for len(late) > 0 && !nearDeadline(ctx) {
+		part := late[:min(sweepChunk, len(late))]
+		late = late[len(part):]
+		if !r.Clock.HasQueue() {
+			for _, in := range part {
+				r.Notify.Attempt(ctx, in.AgentID, in.ExpectationID)
+			}
+		} else if err := r.Clock.Enqueue(ctx, part); err != nil {
+			return done, err
 		}
-		return len(late), nil
+		done += len(part)
 	}
-	return len(late), r.Clock.Enqueue(ctx, late)
+	return done, nil
 }
 
 // sweepInstants is the sweep's part for instants and deliveries.
@@ -327,14 +334,25 @@ func (r *Runtime) sweepInstants(ctx context.Context) (SweepResult, error) {
 		}
 		deliver = append(deliver, expect.Instant{AgentID: rec.AgentID, ExpectationID: rec.Expectation.ExpectationID, Kind: expect.InstantDeliver, At: now})
 	}
-	res.Deliveries = len(deliver)
-	if !r.Clock.HasQueue() {
-		for _, in := range deliver {
-			r.Outbox.Attempt(ctx, in.AgentID, in.ExpectationID)
+	// Put back a chunk at a time, stopping before the deadline like the
+	// ticks: the next run finds the rest.
+	for len(deliver) > 0 {
+		if nearDeadline(ctx) {
+			res.Truncated = true
+			break
 		}
-		return res, nil
+		part := deliver[:min(sweepChunk, len(deliver))]
+		deliver = deliver[len(part):]
+		if !r.Clock.HasQueue() {
+			for _, in := range part {
+				r.Outbox.Attempt(ctx, in.AgentID, in.ExpectationID)
+			}
+		} else if err := r.Clock.Enqueue(ctx, part); err != nil {
+			return res, err
+		}
+		res.Deliveries += len(part)
 	}
-	return res, r.Clock.Enqueue(ctx, deliver)
+	return res, nil
 }
 
 // indexed reads up to limit records of one gsi5 partition whose sort key is
