@@ -27,14 +27,7 @@ import (
 // and the records say so. The only changes to the blocks are the explicit
 // substitutions below (each text must occur exactly once in the section).
 func TestREADMEFirstSession(t *testing.T) {
-	for _, tool := range []string{"bash", "curl", "date", "mktemp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed to run the README's first session: %v", tool, err)
-			}
-			t.Skipf("%s not found (CI=true makes this a failure): %v", tool, err)
-		}
-	}
+	needTools(t, "the README's first session", "bash", "curl", "date", "mktemp")
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -49,27 +42,11 @@ func TestREADMEFirstSession(t *testing.T) {
 		t.Fatalf("the first session has %d sh blocks, want 5 (server, demo agent, register and raise, fact, records):\n%q", len(blocks), blocks)
 	}
 
-	bin := t.TempDir()
-	for _, pkg := range []string{"functions/local", "examples/demo-agent"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, filepath.Base(pkg)), "./"+pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
-	}
+	bin := buildBinaries(t, root)
 	// The server listens on a free port rather than 8080, which a developer
 	// may be using; TMPDIR keeps the block's mktemp store inside the test.
-	tmp := t.TempDir()
-	env := append(os.Environ(), "TMPDIR="+tmp)
-	substitute := func(from, to string) {
-		t.Helper()
-		if n := strings.Count(section, from); n != 1 {
-			t.Fatalf("the first session has %q %d times, want once", from, n)
-		}
-		for i := range blocks {
-			blocks[i] = strings.Replace(blocks[i], from, to, 1)
-		}
-	}
+	env := append(os.Environ(), "TMPDIR="+t.TempDir())
+	substitute := substituter(t, section, blocks)
 	substitute("go run ./functions/local", filepath.Join(bin, "local")+" -addr 127.0.0.1:0")
 	substitute("go run ./examples/demo-agent", filepath.Join(bin, "demo-agent"))
 
@@ -140,6 +117,49 @@ func TestREADMEFirstSession(t *testing.T) {
 			t.Errorf("inv-43-paid is %+v, want satisfied\n%s", r43, out)
 		}
 		break
+	}
+}
+
+// needTools skips t without one of tools (fails it when CI=true).
+func needTools(t *testing.T, what string, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is needed to run %s: %v", tool, what, err)
+			}
+			t.Skipf("%s not found (CI=true makes this a failure): %v", tool, err)
+		}
+	}
+}
+
+// buildBinaries builds the server and the demo agent into a temporary
+// directory and returns it.
+func buildBinaries(t *testing.T, root string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, pkg := range []string{"functions/local", "examples/demo-agent"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, filepath.Base(pkg)), "./"+pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return bin
+}
+
+// substituter returns the one change a test makes to the shell blocks of
+// text: each from must occur exactly once in text, and is replaced in the
+// blocks.
+func substituter(t *testing.T, text string, blocks []string) func(from, to string) {
+	return func(from, to string) {
+		t.Helper()
+		if n := strings.Count(text, from); n != 1 {
+			t.Fatalf("the page has %q %d times, want once", from, n)
+		}
+		for i := range blocks {
+			blocks[i] = strings.Replace(blocks[i], from, to, 1)
+		}
 	}
 }
 

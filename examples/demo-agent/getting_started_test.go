@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,14 +23,7 @@ func TestGettingStarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds two binaries and installs rfc8785 into a cached virtualenv")
 	}
-	for _, tool := range []string{"bash", "curl", "date", "mktemp", "python3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed to run the getting-started page: %v", tool, err)
-			}
-			t.Skipf("%s not found (CI=true makes this a failure): %v", tool, err)
-		}
-	}
+	needTools(t, "the getting-started page", "bash", "curl", "date", "mktemp", "python3")
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -44,24 +36,9 @@ func TestGettingStarted(t *testing.T) {
 	if len(blocks) != 8 {
 		t.Fatalf("the page has %d sh blocks, want 8 (server, agent, raise, fact, records, declare, events, VERIFY)", len(blocks))
 	}
-	bin := t.TempDir()
-	for _, pkg := range []string{"functions/local", "examples/demo-agent"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, filepath.Base(pkg)), "./"+pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
-	}
+	bin := buildBinaries(t, root)
 	env := append(os.Environ(), "TMPDIR="+t.TempDir())
-	substitute := func(from, to string) {
-		t.Helper()
-		if n := strings.Count(string(page), from); n != 1 {
-			t.Fatalf("the page has %q %d times, want once", from, n)
-		}
-		for i := range blocks {
-			blocks[i] = strings.Replace(blocks[i], from, to, 1)
-		}
-	}
+	substitute := substituter(t, string(page), blocks)
 	substitute("go run ./functions/local", filepath.Join(bin, "local")+" -addr 127.0.0.1:0")
 	substitute("go run ./examples/demo-agent", filepath.Join(bin, "demo-agent"))
 

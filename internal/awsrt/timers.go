@@ -221,20 +221,32 @@ func (r *Runtime) sweepNotifications(ctx context.Context) (int, error) {
 	if err != nil || len(late) == 0 {
 		return 0, err
 	}
+	done, _, err := r.putBack(ctx, late, func(agent, id string) { r.Notify.Attempt(ctx, agent, id) })
+	return done, err
+}
+
+// putBack hands late work back a chunk at a time, stopping before ctx's
+// deadline (the next run finds the rest): onto the timer queue, or, without
+// one, to attempt directly. It returns how many it handed back and whether
+// it stopped early.
+func (r *Runtime) putBack(ctx context.Context, ins []expect.Instant, attempt func(agent, id string)) (int, bool, error) {
 	done := 0
-	for len(late) > 0 && !nearDeadline(ctx) {
-		part := late[:min(sweepChunk, len(late))]
-		late = late[len(part):]
+	for len(ins) > 0 {
+		if nearDeadline(ctx) {
+			return done, true, nil
+		}
+		part := ins[:min(sweepChunk, len(ins))]
+		ins = ins[len(part):]
 		if !r.Clock.HasQueue() {
 			for _, in := range part {
-				r.Notify.Attempt(ctx, in.AgentID, in.ExpectationID)
+				attempt(in.AgentID, in.ExpectationID)
 			}
 		} else if err := r.Clock.Enqueue(ctx, part); err != nil {
-			return done, err
+			return done, false, err
 		}
 		done += len(part)
 	}
-	return done, nil
+	return done, false, nil
 }
 
 // sweepInstants is the sweep's part for instants and deliveries.
@@ -334,25 +346,9 @@ func (r *Runtime) sweepInstants(ctx context.Context) (SweepResult, error) {
 		}
 		deliver = append(deliver, expect.Instant{AgentID: rec.AgentID, ExpectationID: rec.Expectation.ExpectationID, Kind: expect.InstantDeliver, At: now})
 	}
-	// Put back a chunk at a time, stopping before the deadline like the
-	// ticks: the next run finds the rest.
-	for len(deliver) > 0 {
-		if nearDeadline(ctx) {
-			res.Truncated = true
-			break
-		}
-		part := deliver[:min(sweepChunk, len(deliver))]
-		deliver = deliver[len(part):]
-		if !r.Clock.HasQueue() {
-			for _, in := range part {
-				r.Outbox.Attempt(ctx, in.AgentID, in.ExpectationID)
-			}
-		} else if err := r.Clock.Enqueue(ctx, part); err != nil {
-			return res, err
-		}
-		res.Deliveries += len(part)
-	}
-	return res, nil
+	n, stopped, err := r.putBack(ctx, deliver, func(agent, id string) { r.Outbox.Attempt(ctx, agent, id) })
+	res.Deliveries, res.Truncated = n, res.Truncated || stopped
+	return res, err
 }
 
 // indexed reads up to limit records of one gsi5 partition whose sort key is
