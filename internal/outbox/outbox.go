@@ -79,6 +79,12 @@ type Outbox struct {
 	// at once.
 	pending map[job]jobState
 	queue   chan job
+	// attempting holds the records an Attempt is sending right now, in
+	// this process: a second Attempt of one of them (a duplicated stream
+	// record or timer message on AWS, where Attempt is called directly)
+	// leaves it to the first, which records the outcome and asks for its
+	// own retry.
+	attempting map[job]bool
 }
 
 // New returns an outbox; call Run to start it.
@@ -99,7 +105,7 @@ func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Ou
 		opt.AttemptTimeout = 10 * time.Second
 	}
 	opt.Metrics = metrics.Or(opt.Metrics)
-	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536)}
+	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536), attempting: map[job]bool{}}
 }
 
 // Enqueue asks for the lapse task of one record to be delivered. Enqueuing
@@ -196,8 +202,24 @@ func (o *Outbox) backoff(attempts int) time.Duration {
 }
 
 // Attempt makes one delivery attempt for a record and reports whether (and
-// after how long) to try again.
+// after how long) to try again. While one Attempt of a record runs in this
+// process, another of the same record does nothing (and asks for no retry):
+// the running one records the outcome and asks for its own. (Processes
+// apart may still send one lapse task twice, with the same messageId.)
 func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration, bool) {
+	j := job{agentID, id}
+	o.mu.Lock()
+	busy := o.attempting[j]
+	o.attempting[j] = true
+	o.mu.Unlock()
+	if busy {
+		return 0, false
+	}
+	defer func() {
+		o.mu.Lock()
+		delete(o.attempting, j)
+		o.mu.Unlock()
+	}()
 	rec, err := o.svc.Get(ctx, agentID, id)
 	if err != nil || !watcher.PendingDelivery(rec) {
 		return 0, false

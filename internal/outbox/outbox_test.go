@@ -1,0 +1,93 @@
+package outbox
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/a2aout"
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/store/bolt"
+	"github.com/agentclock/clockwork/internal/watcher"
+)
+
+// heldSender counts its sends and holds the first until released.
+type heldSender struct {
+	sends   atomic.Int64
+	release chan struct{}
+}
+
+func (s *heldSender) Send(ctx context.Context, _ expect.Card, _ a2aout.Message) (string, error) {
+	if s.sends.Add(1) == 1 {
+		<-s.release
+	}
+	return "task-1", nil
+}
+
+// TestAttemptsOfOneRecordDoNotOverlap: a second Attempt of a record while
+// the first is sending (on AWS: a duplicated stream record or timer
+// message) sends nothing and asks for no retry; the first records the one
+// attempt. Before, both sent, and a failure the slower one recorded after
+// the other's success was dropped (TestAWSMode/DeliveryRetriesDeadLetterAndReplay
+// saw two attempts recorded for three sends).
+func TestAttemptsOfOneRecordDoNotOverlap(t *testing.T) {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "o.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var clock atomic.Int64
+	t0 := time.Now().UTC().Truncate(time.Second)
+	clock.Store(t0.UnixNano())
+	svc := watcher.New(st, func() time.Time { return time.Unix(0, clock.Load()) }, expect.DefaultConfig())
+	if _, err := svc.PutCard(ctx, "a1", a2atest.NewAgent(t, "1.0").Card()); err != nil {
+		t.Fatal(err)
+	}
+	e := expect.Expectation{ExpectationID: "e1", Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: "1"}, Expects: "paid",
+		SatisfiedBy: expect.SatisfiedBy{FactKey: "paid"}, DueAt: expect.FormatTime(t0.Add(time.Second)), Basis: "contract"}
+	recs, err := svc.Raise(ctx, "a1", expect.RaiseRequest{TaskID: "t", ContextID: "c", Expectations: []expect.Expectation{e}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Store(t0.Add(2 * time.Second).UnixNano())
+	if _, err := svc.TickDue(ctx, expect.Instants(recs[0])); err != nil {
+		t.Fatal(err)
+	}
+	sender := &heldSender{release: make(chan struct{})}
+	o := New(svc, sender, Options{}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	first := make(chan bool)
+	go func() {
+		_, retry := o.Attempt(ctx, "a1", "e1")
+		first <- retry
+	}()
+	for sender.sends.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if wait, retry := o.Attempt(ctx, "a1", "e1"); retry || wait != 0 {
+		t.Fatalf("the overlapping attempt asked for a retry in %s", wait)
+	}
+	if n := sender.sends.Load(); n != 1 {
+		t.Fatalf("%d sends while one attempt was under way", n)
+	}
+	close(sender.release)
+	if <-first {
+		t.Fatal("the delivered attempt asked for a retry")
+	}
+	rec, err := svc.Get(ctx, "a1", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Delivery.Attempts != 1 || rec.Delivery.DeliveredAt == "" || rec.LapseTaskID != "task-1" {
+		t.Fatalf("delivery %+v, lapse task %q", rec.Delivery, rec.LapseTaskID)
+	}
+	// Afterwards the record may be attempted again (a replay): nothing is held.
+	if len(o.attempting) != 0 {
+		t.Fatalf("attempts still marked: %v", o.attempting)
+	}
+}
