@@ -67,21 +67,13 @@ func (s *Service) retainEvidence(ctx context.Context, agentID, planID string) er
 	}
 	expires := at.Unix()
 	var stale []store.Item
-	q := store.Query{PK: ex.pk, Limit: store.MaxLimit}
-	for {
-		p, err := s.store.Query(ctx, q)
-		if err != nil {
-			return err
+	if err := eachOf(ctx, s.store, store.Query{PK: ex.pk}, func(it store.Item) error {
+		if it.ExpiresAt != expires {
+			stale = append(stale, it)
 		}
-		for _, it := range p.Items {
-			if it.ExpiresAt != expires {
-				stale = append(stale, it)
-			}
-		}
-		if p.Next == "" {
-			break
-		}
-		q.After = p.Next
+		return nil
+	}); err != nil {
+		return err
 	}
 	if ex.pk != legacyExecutionPK(planID) {
 		if g, err := s.store.Get(ctx, bindGuardKey(planBoundPK(planID))); err == nil && g.ExpiresAt < expires {

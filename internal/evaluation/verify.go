@@ -75,7 +75,7 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	var jobs []GradeJob
 	for _, antID := range ex.Bound {
 		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
-		if errs.Is(wrap(err), errs.NotFound) {
+		if errs.Is(err, errs.NotFound) {
 			continue // erased (with ?evidence=true) while the plan ran: nothing to grade against
 		}
 		if err != nil {

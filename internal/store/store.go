@@ -121,21 +121,6 @@ func (it Item) Expired(now time.Time) bool {
 	return it.ExpiresAt > 0 && it.ExpiresAt <= now.Unix()
 }
 
-// ExpiryAfter returns the ExpiresAt of an item kept for keep after at:
-// zero (never) when keep is not positive, else at+keep rounded up to the
-// second.
-func ExpiryAfter(at time.Time, keep time.Duration) int64 {
-	if keep <= 0 || at.IsZero() {
-		return 0
-	}
-	t := at.Add(keep)
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
-}
-
 // CondKind is the kind of condition a write carries.
 type CondKind int
 

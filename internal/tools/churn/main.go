@@ -17,26 +17,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/tools/toolserver"
 )
 
 const token = "churn-token"
@@ -62,18 +55,16 @@ func main() {
 	}
 	server := *bin
 	if server == "" {
-		server = filepath.Join(work, "local")
-		if out, err := exec.Command("go", "build", "-o", server, "./functions/local").CombinedOutput(); err != nil {
-			fail(fmt.Errorf("build: %v\n%s", err, out))
-		}
+		server, err = toolserver.Build(work)
+		check(err)
 	}
-	tokens := filepath.Join(work, "tokens.json")
-	tf, _ := json.Marshal(auth.File{Tokens: []auth.TokenSpec{{Token: token, Principal: "churn", Scopes: auth.AllScopes, Agents: []string{"*"}}}})
-	check(os.WriteFile(tokens, tf, 0o600))
+	tokens, err := toolserver.Tokens(work, token, "churn")
+	check(err)
 	data := filepath.Join(work, "data")
-	s := start(server, data, tokens)
-	defer s.stop()
-	s.put("/v1/agents/churn", card())
+	s, err := toolserver.Start(server, data, tokens, token, time.Minute, "-log-level", "warn", "-retain-expectations", *retain)
+	check(err)
+	defer s.Stop()
+	check(s.Must("PUT", "/v1/agents/churn", toolserver.Card("churn")))
 
 	fmt.Printf("clockwork churn: %d expectations at %d/s, raised then satisfied, -retain-expectations %s, %d workers; data %s\n\n", *n, *rate, *retain, *conc, data)
 	fmt.Println("| elapsed | raised | satisfied | data file | on disk | RSS |")
@@ -90,7 +81,7 @@ func main() {
 			}
 		}
 		fmt.Printf("| %s | %d | %d | %.1f MB | %.1f MB | %s |\n", time.Since(t0).Round(time.Second), raised.Load(), satisfied.Load(),
-			float64(size)/1e6, float64(blocks)/1e6, s.rss())
+			float64(size)/1e6, float64(blocks)/1e6, s.RSS())
 	}
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
@@ -139,10 +130,10 @@ func main() {
 					facts = append(facts, map[string]any{"factKey": "paid." + id, "observedAt": now})
 				}
 				body, _ := json.Marshal(map[string]any{"taskId": "t", "contextId": "c", "expectations": es})
-				s.post("/v1/agents/churn/expectations", body)
+				check(s.Must("POST", "/v1/agents/churn/expectations", body))
 				raised.Add(int64(len(es)))
 				body, _ = json.Marshal(map[string]any{"facts": facts})
-				s.post("/v1/agents/churn/facts", body)
+				check(s.Must("POST", "/v1/agents/churn/facts", body))
 				satisfied.Add(int64(len(facts)))
 			}
 		}()
@@ -154,97 +145,6 @@ func main() {
 	sampler.Wait()
 	sample()
 	fmt.Printf("\n%d raised and satisfied in %s (%.0f/s); then %s of expiry\n", *n, churned.Round(time.Second), float64(*n)/churned.Seconds(), *tail)
-}
-
-type server struct {
-	cmd    *exec.Cmd
-	url    string
-	client *http.Client
-}
-
-func start(bin, data, tokens string) *server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	check(err)
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	s.cmd = exec.Command(bin, "-addr", addr, "-data", data, "-tokens", tokens, "-log-level", "warn", "-retain-expectations", *retain)
-	stderr, _ := s.cmd.StderrPipe()
-	s.cmd.Stdout = io.Discard
-	check(s.cmd.Start())
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			fmt.Fprintln(os.Stderr, "  server:", sc.Text())
-		}
-	}()
-	for begun := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if res, err := http.Get(s.url + "/healthz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return s
-			}
-		}
-		if time.Since(begun) > time.Minute {
-			fail(fmt.Errorf("server not ready after a minute"))
-		}
-	}
-}
-
-func (s *server) do(method, path string, body []byte) (int, []byte) {
-	req, _ := http.NewRequest(method, s.url+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, []byte(err.Error())
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
-}
-
-func (s *server) put(path string, body []byte) {
-	if code, b := s.do("PUT", path, body); code != 200 {
-		fail(fmt.Errorf("PUT %s: %d %s", path, code, b))
-	}
-}
-
-func (s *server) post(path string, body []byte) {
-	if code, b := s.do("POST", path, body); code != 200 {
-		fail(fmt.Errorf("POST %s: %d %s", path, code, b))
-	}
-}
-
-// rss reads the server's resident memory from /proc.
-func (s *server) rss() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == "VmRSS" {
-			f := strings.Fields(v)
-			kb, _ := strconv.Atoi(f[0])
-			return fmt.Sprintf("%d MB", kb/1024)
-		}
-	}
-	return "?"
-}
-
-func (s *server) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-	}
-}
-
-func card() []byte {
-	return []byte(fmt.Sprintf(`{"name":"churn","description":"churn agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI))
 }
 
 func check(err error) {

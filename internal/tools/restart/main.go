@@ -18,26 +18,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/tools/toolserver"
 )
 
 const token = "restart-token"
@@ -64,15 +56,11 @@ func main() {
 	defer os.RemoveAll(work)
 	server := *bin
 	if server == "" {
-		server = filepath.Join(work, "local")
-		out, err := exec.Command("go", "build", "-o", server, "./functions/local").CombinedOutput()
-		if err != nil {
-			fail(fmt.Errorf("build: %v\n%s", err, out))
-		}
+		server, err = toolserver.Build(work)
+		check(err)
 	}
-	tokens := filepath.Join(work, "tokens.json")
-	tf, _ := json.Marshal(auth.File{Tokens: []auth.TokenSpec{{Token: token, Principal: "restart", Scopes: auth.AllScopes, Agents: []string{"*"}}}})
-	check(os.WriteFile(tokens, tf, 0o600))
+	tokens, err := toolserver.Tokens(work, token, "restart")
+	check(err)
 	data := *dataDir
 	fresh := data == ""
 	if fresh {
@@ -87,92 +75,57 @@ func main() {
 	fmt.Printf("clockwork restart: server %s, data %s, %d cores\n", server, data, numCPU())
 
 	s := start(server, data, tokens)
-	fmt.Printf("first start: ready after %s\n", s.ready.Round(time.Millisecond))
+	fmt.Printf("first start: ready after %s\n", s.Ready.Round(time.Millisecond))
 	if fresh {
-		s.put("/v1/agents/restart", card())
+		check(s.Must("PUT", "/v1/agents/restart", toolserver.Card("restart")))
 		t0 := time.Now()
 		raise(s, *n, time.Now().Add(*due))
 		d := time.Since(t0)
 		fmt.Printf("raised %d open expectations (due in %s) in %.1fs (%.0f/s)\n", *n, *due, d.Seconds(), float64(*n)/d.Seconds())
 		time.Sleep(*settle)
 	}
-	fmt.Printf("before the kill: %s; data %s\n", s.mem(), dirSize(data))
+	fmt.Printf("before the kill: %s; data %s\n", s.Memory(), dirSize(data))
 
 	for round := 1; round <= *restarts; round++ {
-		s.kill9()
+		s.Kill9()
 		if round == 1 && *down > 0 {
 			fmt.Printf("down for %s\n", *down)
 			time.Sleep(*down)
 		}
 		s = start(server, data, tokens)
-		fmt.Printf("\nrestart %d after kill -9: /healthz answered after %s; an authenticated read after %s\n", round, s.ready.Round(time.Millisecond), s.readReady().Round(time.Millisecond))
-		fmt.Printf("  at ready:        %s\n", s.mem())
+		fmt.Printf("\nrestart %d after kill -9: /healthz answered after %s; an authenticated read after %s\n", round, s.Ready.Round(time.Millisecond), s.readReady().Round(time.Millisecond))
+		fmt.Printf("  at ready:        %s\n", s.Memory())
 		late := s.lapseLateness()
 		fmt.Printf("  a fresh expectation due 2 s after the restart lapsed %s after its instant\n", late)
-		if wait := *after - time.Since(s.started); wait > 0 {
+		if wait := *after - time.Since(s.Started); wait > 0 {
 			time.Sleep(wait)
 		}
-		fmt.Printf("  %s after start: %s\n", time.Since(s.started).Round(time.Second), s.mem())
+		fmt.Printf("  %s after start: %s\n", time.Since(s.Started).Round(time.Second), s.Memory())
 	}
-	s.stop()
+	s.Stop()
 	if fresh && !*keep {
 		os.RemoveAll(data)
 	}
 }
 
-type server struct {
-	cmd     *exec.Cmd
-	url     string
-	started time.Time
-	ready   time.Duration
-	client  *http.Client
-}
+type server struct{ *toolserver.Server }
 
-// start runs the server on a free loopback port and polls GET /healthz
-// every 2 ms until it answers 200; ready is the time from exec to that answer.
+// start runs the server and waits until GET /healthz answers; ready is the
+// time from exec to that answer.
 func start(bin, data, tokens string) *server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := toolserver.Start(bin, data, tokens, token, 10*time.Minute, "-allow-private-agents", "-log-level", "warn")
 	check(err)
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{url: "http://" + addr, client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	s.cmd = exec.Command(bin, "-addr", addr, "-data", data, "-tokens", tokens, "-allow-private-agents", "-log-level", "warn")
-	stderr, _ := s.cmd.StderrPipe()
-	s.cmd.Stdout = io.Discard
-	s.started = time.Now()
-	check(s.cmd.Start())
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			fmt.Fprintln(os.Stderr, "  server:", sc.Text())
-		}
-	}()
-	probe := &http.Client{Timeout: time.Second}
-	for {
-		res, err := probe.Get(s.url + "/healthz")
-		if err == nil {
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				s.ready = time.Since(s.started)
-				return s
-			}
-		}
-		if time.Since(s.started) > 10*time.Minute {
-			fail(fmt.Errorf("server not ready after 10 minutes"))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return &server{s}
 }
 
 // readReady reads one raised expectation and returns the time from exec to
 // its answer.
 func (s *server) readReady() time.Duration {
-	code, _ := s.do("GET", "/v1/agents/restart/expectations/x-0", nil)
+	code, _ := s.Do("GET", "/v1/agents/restart/expectations/x-0", nil)
 	if code != 200 && code != 404 {
 		fail(fmt.Errorf("read after restart: %d", code))
 	}
-	return time.Since(s.started)
+	return time.Since(s.Started)
 }
 
 // lapseLateness raises one expectation due two seconds from now and
@@ -181,11 +134,11 @@ func (s *server) lapseLateness() time.Duration {
 	id := fmt.Sprintf("fresh-%d", time.Now().UnixNano())
 	dueAt := time.Now().Add(2 * time.Second)
 	body, _ := json.Marshal(map[string]any{"taskId": "t", "contextId": "c", "expectations": []any{expectation(id, dueAt)}})
-	if code, b := s.do("POST", "/v1/agents/restart/expectations", body); code != 200 {
+	if code, b := s.Do("POST", "/v1/agents/restart/expectations", body); code != 200 {
 		fail(fmt.Errorf("fresh raise: %d %s", code, b))
 	}
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		code, b := s.do("GET", "/v1/agents/restart/expectations/"+id, nil)
+		code, b := s.Do("GET", "/v1/agents/restart/expectations/"+id, nil)
 		if code != 200 {
 			continue
 		}
@@ -198,77 +151,6 @@ func (s *server) lapseLateness() time.Duration {
 	}
 	fail(fmt.Errorf("the fresh expectation did not lapse within 2 minutes"))
 	return 0
-}
-
-func (s *server) do(method, path string, body []byte) (int, []byte) {
-	req, _ := http.NewRequest(method, s.url+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, []byte(err.Error())
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
-}
-
-func (s *server) put(path string, body []byte) {
-	if code, b := s.do("PUT", path, body); code != 200 {
-		fail(fmt.Errorf("PUT %s: %d %s", path, code, b))
-	}
-}
-
-// mem reads the server's resident memory from /proc.
-func (s *server) mem() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return "memory unknown: " + err.Error()
-	}
-	vals := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok {
-			vals[k] = strings.TrimSpace(v)
-		}
-	}
-	mb := func(k string) string {
-		f := strings.Fields(vals[k])
-		if len(f) == 0 {
-			return "?"
-		}
-		kb, _ := strconv.Atoi(f[0])
-		return fmt.Sprintf("%d MB", kb/1024)
-	}
-	return fmt.Sprintf("RSS %s (anonymous %s, file-backed %s), CPU %s", mb("VmRSS"), mb("RssAnon"), mb("RssFile"), s.cpu())
-}
-
-// cpu reads the server's user+system CPU time from /proc/<pid>/stat.
-func (s *server) cpu() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return (time.Duration(ut+st) * 10 * time.Millisecond).String()
-}
-
-func (s *server) kill9() {
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	s.cmd.Wait()
-}
-
-func (s *server) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		s.kill9()
-	}
 }
 
 // raise raises n expectations x-0 .. x-(n-1), 50 per request.
@@ -294,7 +176,7 @@ func raise(s *server, n int, dueAt time.Time) {
 					es = append(es, e)
 				}
 				body, _ := json.Marshal(map[string]any{"taskId": "t", "contextId": "c", "expectations": es})
-				if code, b := s.do("POST", "/v1/agents/restart/expectations", body); code != 200 {
+				if code, b := s.Do("POST", "/v1/agents/restart/expectations", body); code != 200 {
 					failed.Store(fmt.Errorf("raise: %d %s", code, b))
 					return
 				}
@@ -310,10 +192,6 @@ func raise(s *server, n int, dueAt time.Time) {
 func expectation(id string, dueAt time.Time) map[string]any {
 	return map[string]any{"expectationId": id, "kind": "payment", "subject": map[string]any{"type": "invoice", "id": id},
 		"expects": "invoice is paid", "satisfiedBy": map[string]any{"factKey": "paid." + id}, "dueAt": expect.FormatTime(dueAt), "basis": "contract"}
-}
-
-func card() []byte {
-	return []byte(fmt.Sprintf(`{"name":"restart","description":"restart agent","version":"1","supportedInterfaces":[{"url":"http://127.0.0.1:9/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extensions":[{"uri":%q,"params":{"keepsTime":false,"lapseSkill":"lapse","kinds":[{"kind":"payment","subjectType":"invoice","describes":"An invoice is paid","basis":"contract"}]}}]},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[{"id":"lapse","name":"lapse","description":"handles lapses","tags":["lapse"]}]}`, expect.URI))
 }
 
 func dirSize(dir string) string {
