@@ -441,3 +441,61 @@ func TestDuplicateDeliveriesCountOneAttempt(t *testing.T) {
 		t.Fatalf("after three deliveries of one attempt: %+v, want one failed attempt counted", a)
 	}
 }
+
+// TestDuplicateDeliveriesCallTheJudgeOnce: deliveries of one job at once
+// make one judge call between them (the attempt is claimed on the record
+// first), where each used to make its own; a delivery while the claim is
+// held does nothing and carries nothing on (zero retry time), and once the
+// claim has passed (its holder died) the attempt is open again.
+func TestDuplicateDeliveriesCallTheJudgeOnce(t *testing.T) {
+	ctx := context.Background()
+	judge := &scriptedJudge{}
+	svc, q, _ := gradingService(t, judge, JudgeRetry{Attempts: 3, Base: time.Minute, CallTimeout: 50 * time.Millisecond})
+	agent := heuristicPlan(t, svc, "plan-once", 1)
+	if err := svc.Verify(ctx, agent, "plan-once"); err != nil {
+		t.Fatal(err)
+	}
+	job := q.take()[0]
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if at, err := svc.GradeCriterion(ctx, job); err != nil || !at.IsZero() {
+				t.Errorf("GradeCriterion: retry at %v, %v; want none", at, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := judge.calls.Load(); n != 1 {
+		t.Fatalf("four deliveries at once made %d judge calls, want 1", n)
+	}
+	if h := heuristic(onlyVerification(t, svc, agent)); len(h) != 1 || h[0].Status != anticipate.StatusPass {
+		t.Fatalf("criterion %+v, want graded", h)
+	}
+
+	// A claim held by a run that died: a delivery meanwhile drops out, one
+	// after the claim has passed grades.
+	judge = &scriptedJudge{}
+	svc, q, clock := gradingService(t, judge, JudgeRetry{Attempts: 3, Base: time.Minute, CallTimeout: 50 * time.Millisecond})
+	agent = heuristicPlan(t, svc, "plan-died", 1)
+	if err := svc.Verify(ctx, agent, "plan-died"); err != nil {
+		t.Fatal(err)
+	}
+	job = q.take()[0]
+	vr, err := svc.readVerification(ctx, job.VerificationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.claimAttempt(ctx, job, *vr.Judging[job.CriterionID]); err != nil {
+		t.Fatal(err)
+	}
+	before := judge.calls.Load()
+	if at, err := svc.GradeCriterion(ctx, job); err != nil || !at.IsZero() || judge.calls.Load() != before {
+		t.Fatalf("a delivery while claimed: retry at %v, %v, %d calls; want nothing done", at, err, judge.calls.Load()-before)
+	}
+	clock.Add(time.Minute)
+	if _, err := svc.GradeCriterion(ctx, job); err != nil || judge.calls.Load() != before+1 {
+		t.Fatalf("after the claim passed: %v, %d calls; want one", err, judge.calls.Load()-before)
+	}
+}
