@@ -92,6 +92,9 @@ type Delivery struct {
 	// Activated is whether the agent echoed the extension URI; nil until
 	// delivered.
 	Activated *bool `json:"activated,omitempty"`
+	// Replays counts the times an operator put the lapse back for
+	// delivery after it was dead-lettered or suppressed.
+	Replays int `json:"replays,omitempty"`
 }
 
 // Record is the watcher's record of one expectation (the extension's

@@ -127,12 +127,12 @@ func (c Config) Check() error {
 
 // PlannedStreamShards is about how many DynamoDB stream shards the prod
 // load that docs/operations.md plans for makes (an approximation: shards
-// follow the table's partitions, 70 or more at 70,000 WRU/s, and split and
+// follow the table's partitions, 80 or more at 80,000 WRU/s, and split and
 // roll over, so there can be more for a time). Each shard holds one stream
 // invocation at a time (parallelization factor 1, AWS's default), so
 // prod's stream reservation must cover them, or shards beyond it are
 // throttled and their records age out.
-const PlannedStreamShards = 70
+const PlannedStreamShards = 80
 
 // TimerQueueMaxConcurrency is the maximum concurrency of the clock's SQS
 // event source mapping (its ScalingConfig): below the clock's reservation,

@@ -101,6 +101,8 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	opt.InsecureURLs = opt.InsecureURLs || cfg.AllowPrivateAgents
 	opt.Metrics = cfg.Metrics
 	opt.Retain = cfg.RetainExpectations
+	// Function instances apart may attempt one notification at once.
+	opt.ClaimSends = true
 	if cfg.Now != nil {
 		opt.Now = cfg.Now
 	}

@@ -474,7 +474,7 @@ func (r *Runtime) startWorkers() {
 	}
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
-			Metrics: cfg.Metrics}, cfg.Log)
+			Metrics: cfg.Metrics, ClaimSends: true /* function instances apart may attempt one lapse at once */}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },

@@ -113,6 +113,9 @@ type Delivery struct {
 	// (the extension's activation rule), so operators can see agents that
 	// ignore the extension.
 	Activated *bool `json:"activated,omitempty"`
+	// Replays counts the times an operator put the lapse back for
+	// delivery (Redeliver) after it was dead-lettered or suppressed.
+	Replays int `json:"replays,omitempty"`
 }
 
 // Record is the watcher's record of one expectation: the spec's

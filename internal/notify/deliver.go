@@ -30,6 +30,33 @@ func (e permanentError) Unwrap() error { return e.error }
 
 func permanent(err error) error { return permanentError{err} }
 
+// sendClaimMargin is how much longer than its send an attempt's claim
+// lasts: the time to record the outcome.
+const sendClaimMargin = 30 * time.Second
+
+// claimSend claims the next attempt at n (Options.ClaimSends) and reports
+// whether this caller holds it and n, read again after the claim, still
+// awaits that attempt (so that a caller that read n before another's
+// attempt was recorded does not send it again).
+func (s *Service) claimSend(ctx context.Context, n *alert.Notification) (bool, error) {
+	held, err := store.Claim(ctx, s.store, sendClaimKey(n), s.opt.AttemptTimeout+sendClaimMargin)
+	if err != nil || !held {
+		return false, err
+	}
+	it, err := s.store.Get(ctx, notificationKey(n.AgentID, n.ID))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	cur, err := decodeNotification(it)
+	if err != nil {
+		return false, err
+	}
+	return cur.Pending() && cur.Attempts == n.Attempts && cur.Replays == n.Replays, nil
+}
+
 // Attempt makes one delivery attempt of notification id of agent and says
 // whether (and after how long) to try again. The outcome is committed on
 // the notification; its change is what schedules the next attempt.
@@ -47,6 +74,15 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	}
 	if wait := n.Wait(s.opt.Now()); wait > 0 {
 		return wait, true
+	}
+	if s.opt.ClaimSends {
+		held, err := s.claimSend(ctx, n)
+		if err != nil {
+			return s.backoff(1), true
+		}
+		if !held {
+			return 0, false // another process's attempt, which records its outcome
+		}
 	}
 	c, err := s.channel(ctx, n.ChannelID)
 	switch {

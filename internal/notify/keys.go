@@ -17,6 +17,7 @@ import (
 //	channel       CHANNEL#<id>       CHANNEL             gsi5: CHANNELS / <id> (listing)
 //	rules         A#<agent>          ALERTS
 //	cooldown      A#<agent>          ALERTCD#<rule id>
+//	send claim    A#<agent>          NC#<notification id>#<replays>.<attempts>   (store.Claim; expires)
 //	notification  A#<agent>          N#<notification id> gsi5: NOTIFY#<shard> / <next attempt>#<agent>#<id> while pending,
 //	                                                     NDEAD#<channel>#<incarnation> / <dead at>#<agent>#<id> when dead-lettered;
 //	                                                     gsi2: NE#<agent>#<expectation or plan> / <created>#<id> (timeline)
@@ -49,6 +50,12 @@ func cooldownKey(agent, rule string) store.Key {
 
 func notificationKey(agent, id string) store.Key {
 	return store.Key{PK: "A#" + esc(agent), SK: "N#" + esc(id)}
+}
+
+// sendClaimKey is the key of the claim on one attempt at a notification
+// (Options.ClaimSends), named by the replays and attempts before it.
+func sendClaimKey(n *alert.Notification) store.Key {
+	return store.Key{PK: "A#" + esc(n.AgentID), SK: fmt.Sprintf("NC#%s#%d.%d", esc(n.ID), n.Replays, n.Attempts)}
 }
 
 // NotifyPK is the gsi5 partition of pending notifications of shard n.

@@ -64,9 +64,15 @@ type Options struct {
 	InsecureURLs bool
 	// Retain is how long a delivered or dead-lettered notification is kept
 	// (-retain-expectations); zero keeps it forever.
-	Retain  time.Duration
-	Metrics metrics.Recorder
-	Now     func() time.Time
+	Retain time.Duration
+	// ClaimSends has each attempt claim its send in the store first
+	// (store.Claim), so that attempts at one notification made by
+	// different processes at once (on AWS, a duplicated timer message or
+	// stream record reaching two function instances) send it once. In one
+	// process the worker never runs two at once without it.
+	ClaimSends bool
+	Metrics    metrics.Recorder
+	Now        func() time.Time
 }
 
 // Service is the alerting service. It is safe for concurrent use.

@@ -54,7 +54,18 @@ type Options struct {
 	// Metrics counts attempts, failures and dead letters as each outcome
 	// is committed on its record (nil: none).
 	Metrics metrics.Recorder
+	// ClaimSends has each attempt claim its send in the store first
+	// (watcher.ClaimDelivery), so that attempts of one lapse made by
+	// different processes at once (on AWS, a duplicated stream record or
+	// timer message reaching two function instances) send it once. In one
+	// process attempts never overlap without it; it costs a small write
+	// and a read per attempt.
+	ClaimSends bool
 }
+
+// claimMargin is how much longer than its send an attempt's claim lasts:
+// the time to record the outcome.
+const claimMargin = 30 * time.Second
 
 type job struct{ agent, id string }
 
@@ -204,8 +215,8 @@ func (o *Outbox) backoff(attempts int) time.Duration {
 // Attempt makes one delivery attempt for a record and reports whether (and
 // after how long) to try again. While one Attempt of a record runs in this
 // process, another of the same record does nothing (and asks for no retry):
-// the running one records the outcome and asks for its own. (Processes
-// apart may still send one lapse task twice, with the same messageId.)
+// the running one records the outcome and asks for its own; with
+// Options.ClaimSends, so does one in another process.
 func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration, bool) {
 	j := job{agentID, id}
 	o.mu.Lock()
@@ -243,6 +254,15 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 			return o.backoff(1), true
 		}
 		return 0, false
+	}
+	if o.opt.ClaimSends {
+		held, err := o.svc.ClaimDelivery(ctx, rec, o.opt.AttemptTimeout+claimMargin)
+		if err != nil {
+			return o.backoff(1), true
+		}
+		if !held {
+			return 0, false // another process's attempt, which records its outcome
+		}
 	}
 	msg := a2aout.Message{
 		MessageID:       rec.Delivery.MessageID,

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -29,20 +30,17 @@ func (s *heldSender) Send(ctx context.Context, _ expect.Card, _ a2aout.Message) 
 	return "task-1", nil
 }
 
-// TestAttemptsOfOneRecordDoNotOverlap: a second Attempt of a record while
-// the first is sending (on AWS: a duplicated stream record or timer
-// message) sends nothing and asks for no retry; the first records the one
-// attempt. Before, both sent, and a failure the slower one recorded after
-// the other's success was dropped (TestAWSMode/DeliveryRetriesDeadLetterAndReplay
-// saw two attempts recorded for three sends).
-func TestAttemptsOfOneRecordDoNotOverlap(t *testing.T) {
+// lapsed returns a watcher whose agent a1 has one lapsed expectation, e1,
+// awaiting delivery, and the watcher's clock.
+func lapsed(t *testing.T) (*watcher.Service, *atomic.Int64) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "o.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var clock atomic.Int64
+	t.Cleanup(func() { st.Close() })
+	clock := &atomic.Int64{}
 	t0 := time.Now().UTC().Truncate(time.Second)
 	clock.Store(t0.UnixNano())
 	svc := watcher.New(st, func() time.Time { return time.Unix(0, clock.Load()) }, expect.DefaultConfig())
@@ -59,6 +57,18 @@ func TestAttemptsOfOneRecordDoNotOverlap(t *testing.T) {
 	if _, err := svc.TickDue(ctx, expect.Instants(recs[0])); err != nil {
 		t.Fatal(err)
 	}
+	return svc, clock
+}
+
+// TestAttemptsOfOneRecordDoNotOverlap: a second Attempt of a record while
+// the first is sending (on AWS: a duplicated stream record or timer
+// message) sends nothing and asks for no retry; the first records the one
+// attempt. Before, both sent, and a failure the slower one recorded after
+// the other's success was dropped (TestAWSMode/DeliveryRetriesDeadLetterAndReplay
+// saw two attempts recorded for three sends).
+func TestAttemptsOfOneRecordDoNotOverlap(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := lapsed(t)
 	sender := &heldSender{release: make(chan struct{})}
 	o := New(svc, sender, Options{}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	first := make(chan bool)
@@ -89,5 +99,72 @@ func TestAttemptsOfOneRecordDoNotOverlap(t *testing.T) {
 	// Afterwards the record may be attempted again (a replay): nothing is held.
 	if len(o.attempting) != 0 {
 		t.Fatalf("attempts still marked: %v", o.attempting)
+	}
+}
+
+// scriptedSender fails or delivers as told, holding its first send until
+// hold is closed.
+type scriptedSender struct {
+	sends atomic.Int64
+	fail  atomic.Bool
+	hold  chan struct{}
+}
+
+func (s *scriptedSender) Send(ctx context.Context, _ expect.Card, _ a2aout.Message) (string, error) {
+	if s.sends.Add(1) == 1 {
+		<-s.hold
+	}
+	if s.fail.Load() {
+		return "", errors.New("agent unavailable")
+	}
+	return "task-1", nil
+}
+
+// TestClaimedSendsAcrossProcesses: two outboxes on one store (two function
+// instances on AWS) attempting one lapse at once send it once between
+// them; the next attempt after a failure, and the first after a replay,
+// are claimed afresh. Without ClaimSends each sent it.
+func TestClaimedSendsAcrossProcesses(t *testing.T) {
+	ctx := context.Background()
+	svc, clock := lapsed(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	sender := &scriptedSender{hold: make(chan struct{})}
+	sender.fail.Store(true)
+	opt := Options{ClaimSends: true, MaxAttempts: 2}
+	a, b := New(svc, sender, opt, log), New(svc, sender, opt, log)
+	done := make(chan struct{})
+	go func() {
+		a.Attempt(ctx, "a1", "e1")
+		close(done)
+	}()
+	for sender.sends.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if wait, retry := b.Attempt(ctx, "a1", "e1"); retry || wait != 0 {
+		t.Fatalf("the other process's attempt asked for a retry in %s", wait)
+	}
+	close(sender.hold)
+	<-done
+	if n := sender.sends.Load(); n != 1 {
+		t.Fatalf("%d sends by two processes at once, want 1", n)
+	}
+	rec, _ := svc.Get(ctx, "a1", "e1")
+	if rec.Delivery.Attempts != 1 {
+		t.Fatalf("delivery %+v, want one failed attempt", rec.Delivery)
+	}
+	// The next attempt (after its backoff) is the other process's to make.
+	clock.Add(int64(time.Minute))
+	b.Attempt(ctx, "a1", "e1")
+	if rec, _ = svc.Get(ctx, "a1", "e1"); sender.sends.Load() != 2 || !rec.Delivery.DeadLettered {
+		t.Fatalf("after the second attempt: %d sends, delivery %+v; want 2 and dead-lettered", sender.sends.Load(), rec.Delivery)
+	}
+	// Replayed at once (its first attempt's claim still held): sent.
+	if _, err := svc.Redeliver(ctx, "a1", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	sender.fail.Store(false)
+	a.Attempt(ctx, "a1", "e1")
+	if rec, _ = svc.Get(ctx, "a1", "e1"); sender.sends.Load() != 3 || rec.Delivery.DeliveredAt == "" || rec.Delivery.Replays != 1 {
+		t.Fatalf("after the replay: %d sends, delivery %+v; want 3, delivered, one replay", sender.sends.Load(), rec.Delivery)
 	}
 }

@@ -50,8 +50,10 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (Erased, error
 				return out, internal(err)
 			}
 			if typ != "" {
-				out[typ]++
 				deleted++
+				if typ != store.TypeClaim { // a send's marker, not the agent's data
+					out[typ]++
+				}
 			}
 		}
 		if deleted == 0 {

@@ -19,6 +19,7 @@ import (
 //	credentials   A#<agent>    CREDS   (sealed; package credentials)
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
+//	send claim    A#<agent>    DC#<expectationId>#<replays>.<attempts>   (store.Claim; expires)
 //
 // Lookup indexes (store.Lookups: entry items in the table, written in the
 // same commit as the expectation and read consistently, because decisions
@@ -79,6 +80,13 @@ func CredentialsKey(agent string) store.Key { return store.Key{PK: agentPK(agent
 // ExpectationKey is the key of one expectation record.
 func ExpectationKey(agent, id string) store.Key {
 	return store.Key{PK: agentPK(agent), SK: "E#" + esc(id)}
+}
+
+// DeliveryClaimKey is the key of the claim on one delivery attempt of a
+// lapse task (Service.ClaimDelivery): the attempt is named by the replays
+// and attempts before it.
+func DeliveryClaimKey(agent, id string, replays, attempts int) store.Key {
+	return store.Key{PK: agentPK(agent), SK: fmt.Sprintf("DC#%s#%d.%d", esc(id), replays, attempts)}
 }
 
 // SubjectKey is the key of one subject record.

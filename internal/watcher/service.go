@@ -514,8 +514,35 @@ func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Re
 			return r, false, nil
 		}
 		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts, r.Delivery.NextAttemptAt = false, false, 0, ""
+		r.Delivery.Replays++
 		return r, true, nil
 	})
+}
+
+// ClaimDelivery claims the next delivery attempt of rec's lapse task for
+// the duration hold (store.Claim), and reports whether this caller holds it
+// and the record, read again after the claim, still awaits that attempt:
+// of several processes attempting one lapse at once, one sends, and one
+// that read the record before another's attempt was recorded does not
+// send it again. Errors are Internal (the store's).
+func (s *Service) ClaimDelivery(ctx context.Context, rec *expect.Record, hold time.Duration) (bool, error) {
+	d := rec.Delivery
+	if d == nil {
+		return false, nil
+	}
+	id := rec.Expectation.ExpectationID
+	ok, err := store.Claim(ctx, s.store, DeliveryClaimKey(rec.AgentID, id, d.Replays, d.Attempts), hold)
+	if err != nil || !ok {
+		return false, internal(err)
+	}
+	cur, err := s.Get(ctx, rec.AgentID, id)
+	if errs.Is(err, errs.NotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return PendingDelivery(cur) && cur.Delivery.Attempts == d.Attempts && cur.Delivery.Replays == d.Replays, nil
 }
 
 // ExpectationState returns the state of one of an agent's expectations, for

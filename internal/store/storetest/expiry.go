@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,5 +142,46 @@ func eventually(t *testing.T, cond func() bool) {
 			t.Fatal(errors.New("condition not reached within 10 s"))
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// testClaim checks store.Claim: one of several claimants at once holds a
+// claim, the others are told so, and once the claim has expired it can be
+// taken again.
+func testClaim(t *testing.T, s store.Store, ns string) {
+	ctx := ctxT(t)
+	k := store.Key{PK: ns + "p", SK: "claim"}
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := store.Claim(ctx, s, k, time.Minute)
+			if err != nil {
+				t.Errorf("Claim: %v", err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := won.Load(); n != 1 {
+		t.Fatalf("%d of 4 claimants at once hold the claim, want 1", n)
+	}
+	if got := mustGet(t, s, k); got.Type != store.TypeClaim || got.ExpiresAt < time.Now().Add(time.Minute).Unix() {
+		t.Fatalf("claim marker %+v", got)
+	}
+	// A claim that expired (its holder died) is free.
+	gone := store.Key{PK: ns + "p", SK: "expired"}
+	if ok, err := store.Claim(ctx, s, gone, -time.Second); err != nil || !ok {
+		t.Fatalf("Claim: %v %v", ok, err)
+	}
+	if ok, err := store.Claim(ctx, s, gone, time.Minute); err != nil || !ok {
+		t.Fatalf("Claim over an expired claim: %v %v, want it taken", ok, err)
+	}
+	if ok, err := store.Claim(ctx, s, gone, time.Minute); err != nil || ok {
+		t.Fatalf("Claim while held: %v %v, want refused", ok, err)
 	}
 }

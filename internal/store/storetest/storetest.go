@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"UpdateCheck", testUpdateCheck},
 		{"LookupOverflow", testLookupOverflow},
 		{"Expiry", testExpiry},
+		{"Claim", testClaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
