@@ -269,7 +269,7 @@ func Start(cfg Config) (*App, error) {
 		// the reason, counted) so the changes behind it go on; the
 		// window's sweep finds the instants it would have scheduled.
 		a.run(func() {
-			_ = feed.RunWith(ctx, st, a.Feed, cfg.Log, feed.Options{MaxAttempts: feed.DefaultMaxAttempts, SetAside: feed.SetAsideInStore(st, cfg.Metrics, a.Watcher.Now)})
+			_ = feed.RunWith(ctx, st, a.Feed, cfg.Log, feed.Options{MaxAttempts: feed.DefaultMaxAttempts, SetAside: feed.SetAsideInStore(st, cfg.Metrics, a.Watcher.Now, cfg.Rules.Retain)})
 		})
 	}
 	return a, nil

@@ -49,7 +49,7 @@ func expiring(it store.Item, err error) func(at string) (store.Item, error) {
 
 // retainEvidence stamps a completed plan's expiry on the items that were
 // stored before PLAN_COMPLETE: its earlier events and event ids, and the
-// plan's binding guard (the ANTICIPATEs it bound are given theirs in the
+// binding guards of its plan id and scope envelope (the ANTICIPATEs it bound are given theirs in the
 // PLAN_COMPLETE commit: completeBound). It runs after VERIFY on the change that
 // completed the plan, and again harmlessly on a replay (an item that
 // carries the expiry already is not written).
@@ -75,8 +75,19 @@ func (s *Service) retainEvidence(ctx context.Context, agentID, planID string) er
 	}); err != nil {
 		return err
 	}
+	// The binding guards of its plan id and scope envelope go with the
+	// latest evidence that used them (a later plan of the same scope
+	// stamps a later expiry; a declaration made after it expired writes
+	// the guard afresh).
+	var guards []store.Key
 	if ex.pk != legacyExecutionPK(planID) {
-		if g, err := s.store.Get(ctx, bindGuardKey(planBoundPK(planID))); err == nil && g.ExpiresAt < expires {
+		guards = append(guards, bindGuardKey(planBoundPK(planID)))
+	}
+	if ex.ScopeID != "" {
+		guards = append(guards, bindGuardKey(scopeBoundPK(ex.ScopeID)))
+	}
+	for _, k := range guards {
+		if g, err := s.store.Get(ctx, k); err == nil && g.ExpiresAt < expires {
 			stale = append(stale, g)
 		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err

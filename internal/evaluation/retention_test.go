@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
 )
@@ -71,5 +72,72 @@ func TestEvidenceExpiresWhateverVerifyDoes(t *testing.T) {
 		if it.ExpiresAt != ex.ExpiresAt {
 			t.Errorf("%s (%s) expires at %d, its plan at %d", it.Key, it.Type, it.ExpiresAt, ex.ExpiresAt)
 		}
+	}
+}
+
+// TestBindingGuardsExpireWithTheEvidence: the binding guard of a scope
+// envelope (written by declarations bound to the scope rather than a plan)
+// is given the expiry of a completed plan that ran in the scope, and a
+// later plan of the same scope moves it to its own. Before, a scope's
+// guard was kept forever.
+func TestBindingGuardsExpireWithTheEvidence(t *testing.T) {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "g.db"), bolt.Options{NoSync: true, ExpiryInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC().Truncate(time.Second)
+	svc := New(st, Options{RetainEvidence: time.Hour, Now: func() time.Time { return now }})
+	all := func(string) bool { return true }
+	var scope string
+	run := func(id, plan string) {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal(anticipation50(t, plan), &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "plan_id") // bound by its scope envelope
+		m["anticipation_id"] = id
+		scope, _ = m["scope_envelope_id"].(string)
+		agent, _ := m["agent_id"].(string)
+		b, _ := json.Marshal(m)
+		raw, err := anticipate.Sign(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.Declare(ctx, raw, "test", all); err != nil {
+			t.Fatal(err)
+		}
+		caller := Caller{May: all, Only: agent}
+		for i, typ := range []string{"STEP_COMPLETE", "PLAN_COMPLETE"} {
+			if _, err := svc.AppendEvent(ctx, plan, event(i, typ, map[string]any{"scope_envelope_id": scope}), caller); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ex, err := svc.Execution(ctx, agent, plan)
+		if err != nil || len(ex.Bound) == 0 {
+			t.Fatalf("plan %s bound %v (%v), want the scope's declaration", plan, ex.Bound, err)
+		}
+		if err := svc.retainEvidence(ctx, agent, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expiry := func() int64 {
+		t.Helper()
+		g, err := st.Get(ctx, bindGuardKey(scopeBoundPK(scope)))
+		if err != nil {
+			t.Fatalf("scope guard: %v", err)
+		}
+		return g.ExpiresAt
+	}
+	run("ant-scope-1", "plan-g1")
+	if got, want := expiry(), now.Add(time.Hour).Unix(); got != want {
+		t.Fatalf("scope guard expires at %d, want %d (the plan's)", got, want)
+	}
+	now = now.Add(10 * time.Minute)
+	run("ant-scope-2", "plan-g2")
+	if got, want := expiry(), now.Add(time.Hour).Unix(); got != want {
+		t.Fatalf("scope guard after a later plan expires at %d, want %d", got, want)
 	}
 }

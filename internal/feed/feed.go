@@ -408,8 +408,10 @@ const SetAsidePK = "FEEDSETASIDE"
 
 // SetAsideInStore returns an Options.SetAside that keeps the change in st
 // (an item of type TypeSetAside, whose own change the Processor ignores)
+// for retain (zero: forever; the server passes -retain-expectations, so
+// operators have as long to read it as the records it concerns are kept)
 // and counts it (metrics.FeedSetAside).
-func SetAsideInStore(st store.Store, rec metrics.Recorder, now func() time.Time) func(context.Context, store.Change, error) error {
+func SetAsideInStore(st store.Store, rec metrics.Recorder, now func() time.Time, retain time.Duration) func(context.Context, store.Change, error) error {
 	rec = metrics.Or(rec)
 	return func(ctx context.Context, ch store.Change, cause error) error {
 		b, err := json.Marshal(SetAsideRecord{Seq: ch.Seq, Key: ch.Key, Type: ch.Type(), Reason: cause.Error(), At: now().UTC()})
@@ -417,6 +419,9 @@ func SetAsideInStore(st store.Store, rec metrics.Recorder, now func() time.Time)
 			return err
 		}
 		it := store.Item{Key: SetAsideKey(ch.Seq), Type: TypeSetAside, Data: b}
+		if retain > 0 {
+			it.ExpiresAt = now().Add(retain).Unix()
+		}
 		if err := st.Commit(ctx, []store.Write{{Put: &it}}); err != nil {
 			return err
 		}

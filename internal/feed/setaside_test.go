@@ -74,7 +74,7 @@ func TestRunSetsAsideAPoisonedChange(t *testing.T) {
 	}
 	h := &poisoned{p: &feed.Processor{Scheduler: clock, Watcher: svc, Current: svc.Get}, id: "poison"}
 	rec := &counter{}
-	go feed.RunWith(ctx, st, h, slog.New(slog.NewJSONHandler(io.Discard, nil)), feed.Options{MaxAttempts: 3, SetAside: feed.SetAsideInStore(st, rec, time.Now)})
+	go feed.RunWith(ctx, st, h, slog.New(slog.NewJSONHandler(io.Discard, nil)), feed.Options{MaxAttempts: 3, SetAside: feed.SetAsideInStore(st, rec, time.Now, 90*24*time.Hour)})
 
 	deadline := time.Now().Add(20 * time.Second)
 	for clock.Len() == 0 || rec.n.Load() == 0 {
@@ -94,6 +94,10 @@ func TestRunSetsAsideAPoisonedChange(t *testing.T) {
 	page, err := st.Query(ctx, store.Query{PK: feed.SetAsidePK, Limit: 10})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("set aside: %+v %v", page.Items, err)
+	}
+	// Kept for the retention it was given, then gone with what it concerns.
+	if exp := page.Items[0].ExpiresAt; exp < time.Now().Add(89*24*time.Hour).Unix() || exp > time.Now().Add(91*24*time.Hour).Unix() {
+		t.Fatalf("the set-aside change expires at %d, want in 90 days", exp)
 	}
 	var kept feed.SetAsideRecord
 	if err := json.Unmarshal(page.Items[0].Data, &kept); err != nil || !strings.Contains(kept.Key.String(), "poison") || kept.Reason != "cannot apply this change" {
