@@ -168,3 +168,33 @@ func TestClaimedSendsAcrossProcesses(t *testing.T) {
 		t.Fatalf("after the replay: %d sends, delivery %+v; want 3, delivered, one replay", sender.sends.Load(), rec.Delivery)
 	}
 }
+
+// TestRedeliverLeavesAnAttemptInFlight: a redeliver while the lapse is
+// still being attempted changes nothing, so a second process does not
+// start a send beside the one in flight (found by a review: the reset
+// attempts named a fresh claim, and the task went out twice).
+func TestRedeliverLeavesAnAttemptInFlight(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := lapsed(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	sender := &scriptedSender{hold: make(chan struct{})}
+	opt := Options{ClaimSends: true}
+	a, b := New(svc, sender, opt, log), New(svc, sender, opt, log)
+	done := make(chan struct{})
+	go func() {
+		a.Attempt(ctx, "a1", "e1")
+		close(done)
+	}()
+	for sender.sends.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if rec, err := svc.Redeliver(ctx, "a1", "e1"); err != nil || rec.Delivery.Replays != 0 {
+		t.Fatalf("redeliver of a lapse in flight: %+v, %v; want it unchanged", rec.Delivery, err)
+	}
+	b.Attempt(ctx, "a1", "e1")
+	close(sender.hold)
+	<-done
+	if n := sender.sends.Load(); n != 1 {
+		t.Fatalf("%d sends, want 1", n)
+	}
+}

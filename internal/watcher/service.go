@@ -504,13 +504,16 @@ func (s *Service) UpdateRecord(ctx context.Context, agentID, id string, fn func(
 
 // Redeliver puts a dead-lettered (or suppressed) lapse back in the outbox
 // with a fresh attempt budget; its messageId does not change. A record
-// without a lapse is a Conflict; an already delivered one is returned as is.
+// without a lapse is a Conflict; an already delivered one, and one whose
+// delivery is still being attempted, are returned as they are (resetting
+// the attempts of a send in flight would let a second one start beside
+// it).
 func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Record, error) {
 	return s.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
 		if r.Delivery == nil || r.Lapse == nil {
 			return nil, false, errs.E(errs.Conflict, "expectation %q has not lapsed; there is nothing to deliver", id)
 		}
-		if r.Delivery.DeliveredAt != "" {
+		if r.Delivery.DeliveredAt != "" || (!r.Delivery.DeadLettered && !r.Delivery.Suppressed) {
 			return r, false, nil
 		}
 		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts, r.Delivery.NextAttemptAt = false, false, 0, ""
