@@ -120,6 +120,20 @@ func (s *scriptedSender) Send(ctx context.Context, _ expect.Card, _ a2aout.Messa
 	return "task-1", nil
 }
 
+// sendHeld starts an attempt of e1 by o and returns once its send is
+// under way (held by sender); the channel closes when the attempt ends.
+func sendHeld(ctx context.Context, o *Outbox, sender *scriptedSender) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		o.Attempt(ctx, "a1", "e1")
+		close(done)
+	}()
+	for sender.sends.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
 // TestClaimedSendsAcrossProcesses: two outboxes on one store (two function
 // instances on AWS) attempting one lapse at once send it once between
 // them; the next attempt after a failure, and the first after a replay,
@@ -132,14 +146,7 @@ func TestClaimedSendsAcrossProcesses(t *testing.T) {
 	sender.fail.Store(true)
 	opt := Options{ClaimSends: true, MaxAttempts: 2}
 	a, b := New(svc, sender, opt, log), New(svc, sender, opt, log)
-	done := make(chan struct{})
-	go func() {
-		a.Attempt(ctx, "a1", "e1")
-		close(done)
-	}()
-	for sender.sends.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	done := sendHeld(ctx, a, sender)
 	if wait, retry := b.Attempt(ctx, "a1", "e1"); retry || wait != 0 {
 		t.Fatalf("the other process's attempt asked for a retry in %s", wait)
 	}
@@ -180,14 +187,7 @@ func TestRedeliverLeavesAnAttemptInFlight(t *testing.T) {
 	sender := &scriptedSender{hold: make(chan struct{})}
 	opt := Options{ClaimSends: true}
 	a, b := New(svc, sender, opt, log), New(svc, sender, opt, log)
-	done := make(chan struct{})
-	go func() {
-		a.Attempt(ctx, "a1", "e1")
-		close(done)
-	}()
-	for sender.sends.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	done := sendHeld(ctx, a, sender)
 	if rec, err := svc.Redeliver(ctx, "a1", "e1"); err != nil || rec.Delivery.Replays != 0 {
 		t.Fatalf("redeliver of a lapse in flight: %+v, %v; want it unchanged", rec.Delivery, err)
 	}
