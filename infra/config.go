@@ -182,7 +182,7 @@ func DefaultConfig(stage string) (Config, error) {
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
 	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins",
-	"sesFrom", "alertEventBuses", "publicUrl"}
+	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,33 @@ func TestRetentionContext(t *testing.T) {
 		for k := range m {
 			if _, err := ConfigFromContext(ctx(m)); err == nil || !strings.Contains(err.Error(), k) {
 				t.Errorf("%v: error %v, want one naming %s", m, err, k)
+			}
+		}
+	}
+}
+
+// TestContextKeysNameEveryKeyRead: every context key ConfigFromContext
+// asks for is in ContextKeys, which `go run ./infra -c key=value` accepts
+// (retainExpectations and retainEvidence were read but refused there).
+func TestContextKeysNameEveryKeyRead(t *testing.T) {
+	for _, stage := range Stages {
+		var asked []string
+		_, err := ConfigFromContext(func(key string) (any, bool) {
+			asked = append(asked, key)
+			switch key {
+			case "stage":
+				return stage, true
+			case "alarmEmail":
+				return "oncall@example.com", true
+			}
+			return nil, false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range asked {
+			if !slices.Contains(ContextKeys, k) {
+				t.Errorf("ConfigFromContext reads %q, which ContextKeys leaves out", k)
 			}
 		}
 	}
