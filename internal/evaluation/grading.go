@@ -35,17 +35,19 @@ type JudgeAttempts struct {
 	NextAt string `json:"next_at"`
 	// LastError says why the last attempt failed.
 	LastError string `json:"last_error,omitempty"`
-	// ClaimedUntil is set while a run of the job holds the attempt (it is
-	// calling the judge): until then (NextAt is the same instant, so the
-	// grading index does not offer the job again) another delivery of the
-	// job does nothing, and once it passes, the claimant is taken for dead
-	// and the attempt is open again.
-	ClaimedUntil string `json:"claimed_until,omitempty"`
 }
 
-// claimMargin is what a claim adds to the judge call's own bound: the
-// time to record the outcome.
+// claimMargin is how much longer than the judge call's own bound the
+// claim on an attempt lasts: the time to record the outcome.
 const claimMargin = 30 * time.Second
+
+// gradingClaimKey is the key of the claim on one attempt at a criterion
+// (store.Claim), in its VERIFY's partition; a claim is a small item of its
+// own rather than a field of the VERIFY, so that the criteria of one
+// VERIFY graded at once do not contend for the VERIFY to claim.
+func gradingClaimKey(job GradeJob, attempts int) store.Key {
+	return store.Key{PK: verificationKey(job.VerificationID).PK, SK: fmt.Sprintf("GC#%s#%d", esc(job.CriterionID), attempts)}
+}
 
 // GradeJob names one criterion of one VERIFY to grade, and when.
 type GradeJob struct {
@@ -111,7 +113,6 @@ func afterFailure(st JudgeAttempts, err error, now time.Time, r JudgeRetry) (nex
 		return nil, msg
 	}
 	st.Attempts++
-	st.ClaimedUntil = ""
 	if st.Attempts >= r.Attempts {
 		return nil, fmt.Sprintf("the model judge failed %d attempts; the last: %s", st.Attempts, msg)
 	}
@@ -189,11 +190,11 @@ func jobsOf(vr *VerificationRecord) []GradeJob {
 // criterion left PENDING with the reason. A job for a criterion no longer
 // waiting (graded since, by a person or an earlier run of the same job)
 // or for an unknown VERIFY does nothing. A job that comes before its time
-// does nothing either and returns that time, unless another run holds
-// the attempt (a duplicate delivery): that run carries the job on, so
-// this one returns zero. The judge is called only after the attempt is
-// claimed on the record, so duplicate deliveries make one judge call, not
-// one each. Errors are the store's (the job must be retried); a judge's
+// does nothing either and returns that time. The judge is called only
+// after the attempt is claimed (claimAttempt), so duplicate deliveries
+// make one judge call between them, not one each: a delivery that finds
+// the attempt claimed does nothing and returns zero, the holder carrying
+// the job on. Errors are the store's (the job must be retried); a judge's
 // failure is state, not an error.
 func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt time.Time, err error) {
 	vr, err := s.readVerification(ctx, job.VerificationID)
@@ -205,9 +206,6 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 		return time.Time{}, nil
 	}
 	if at, _ := expect.ParseTime(st.NextAt); at.After(s.now()) {
-		if st.ClaimedUntil != "" {
-			return time.Time{}, nil
-		}
 		return at, nil
 	}
 	v := vr.Verification
@@ -238,11 +236,10 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 	case s.judge == nil:
 		judgeErr = fmt.Errorf("%w: no model judge is configured", anticipate.ErrNotAGrade)
 	default:
-		claimed, err := s.claimAttempt(ctx, job, *st)
-		if err != nil || claimed == nil {
+		held, err := s.claimAttempt(ctx, job, *st)
+		if err != nil || !held {
 			return time.Time{}, wrap(err)
 		}
-		st = claimed
 		cctx, cancel := context.WithTimeout(ctx, s.retry.CallTimeout)
 		resp, judgeErr = s.judge.Judge(cctx, *req)
 		cancel()
@@ -279,29 +276,24 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 	return retryAt, nil
 }
 
-// claimAttempt marks the attempt seen as held by this run until the judge
-// call and the recording of its outcome are over, and returns the state
-// as claimed; nil (and no error) when another run changed the attempt
-// first, so that only one of several deliveries calls the judge.
-func (s *Service) claimAttempt(ctx context.Context, job GradeJob, seen JudgeAttempts) (*JudgeAttempts, error) {
-	claimed := seen
-	claimed.ClaimedUntil = expect.FormatTime(s.now().Add(s.retry.CallTimeout + claimMargin))
-	claimed.NextAt = claimed.ClaimedUntil
-	won := false
-	err := s.updateVerification(ctx, job.VerificationID, func(cur *VerificationRecord) (bool, error) {
-		won = false
-		st, ok := cur.Judging[job.CriterionID]
-		if !ok || *st != seen {
-			return false, nil
-		}
-		cur.Judging[job.CriterionID] = &claimed
-		won = true
-		return true, nil
-	})
-	if err != nil || !won {
-		return nil, err
+// claimAttempt claims the attempt seen at job's criterion for the judge
+// call and the recording of its outcome (store.Claim), and reports
+// whether this run holds it and the VERIFY, read again after the claim,
+// still waits in that state: of several deliveries of one job, one calls
+// the judge, and one that read the VERIFY before another's attempt was
+// recorded does not call it again. A holder that dies frees the attempt
+// when its claim expires.
+func (s *Service) claimAttempt(ctx context.Context, job GradeJob, seen JudgeAttempts) (bool, error) {
+	held, err := store.Claim(ctx, s.store, gradingClaimKey(job, seen.Attempts), s.retry.CallTimeout+claimMargin)
+	if err != nil || !held {
+		return false, err
 	}
-	return &claimed, nil
+	vr, err := s.readVerification(ctx, job.VerificationID)
+	if err != nil || vr == nil {
+		return false, err
+	}
+	st, ok := vr.Judging[job.CriterionID]
+	return ok && *st == seen, nil
 }
 
 // gradeOutcome is what one judge call came to: a grade (resp), another
@@ -425,7 +417,6 @@ func (s *Service) PostponeGrading(ctx context.Context, job GradeJob, wait time.D
 			return false, nil
 		}
 		st.NextAt = expect.FormatTime(s.now().Add(wait))
-		st.ClaimedUntil = "" // stepped back, not held
 		return true, nil
 	})
 	return wrap(err)

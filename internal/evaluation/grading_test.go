@@ -443,10 +443,10 @@ func TestDuplicateDeliveriesCountOneAttempt(t *testing.T) {
 }
 
 // TestDuplicateDeliveriesCallTheJudgeOnce: deliveries of one job at once
-// make one judge call between them (the attempt is claimed on the record
-// first), where each used to make its own; a delivery while the claim is
-// held does nothing and carries nothing on (zero retry time), and once the
-// claim has passed (its holder died) the attempt is open again.
+// make one judge call between them (the attempt is claimed first), where
+// each used to make its own; a delivery while the claim is held does
+// nothing and carries nothing on (zero retry time), and once the claim has
+// expired (its holder died) the attempt is open again.
 func TestDuplicateDeliveriesCallTheJudgeOnce(t *testing.T) {
 	ctx := context.Background()
 	judge := &scriptedJudge{}
@@ -474,28 +474,26 @@ func TestDuplicateDeliveriesCallTheJudgeOnce(t *testing.T) {
 		t.Fatalf("criterion %+v, want graded", h)
 	}
 
-	// A claim held by a run that died: a delivery meanwhile drops out, one
-	// after the claim has passed grades.
+	// A claim held by a run that died: a delivery meanwhile drops out; once
+	// the claim has expired, a delivery grades.
 	judge = &scriptedJudge{}
-	svc, q, clock := gradingService(t, judge, JudgeRetry{Attempts: 3, Base: time.Minute, CallTimeout: 50 * time.Millisecond})
+	svc, q, _ = gradingService(t, judge, JudgeRetry{Attempts: 3, Base: time.Minute, CallTimeout: 50 * time.Millisecond})
 	agent = heuristicPlan(t, svc, "plan-died", 1)
 	if err := svc.Verify(ctx, agent, "plan-died"); err != nil {
 		t.Fatal(err)
 	}
 	job = q.take()[0]
-	vr, err := svc.readVerification(ctx, job.VerificationID)
-	if err != nil {
+	if held, err := store.Claim(ctx, svc.store, gradingClaimKey(job, 0), time.Minute); err != nil || !held {
+		t.Fatalf("claim: %v %v", held, err)
+	}
+	if at, err := svc.GradeCriterion(ctx, job); err != nil || !at.IsZero() || judge.calls.Load() != 0 {
+		t.Fatalf("a delivery while claimed: retry at %v, %v, %d calls; want nothing done", at, err, judge.calls.Load())
+	}
+	expired := store.Item{Key: gradingClaimKey(job, 0), Type: store.TypeClaim, Data: []byte(`{}`), ExpiresAt: time.Now().Add(-time.Second).Unix()}
+	if err := svc.store.Commit(ctx, []store.Write{{Put: &expired}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.claimAttempt(ctx, job, *vr.Judging[job.CriterionID]); err != nil {
-		t.Fatal(err)
-	}
-	before := judge.calls.Load()
-	if at, err := svc.GradeCriterion(ctx, job); err != nil || !at.IsZero() || judge.calls.Load() != before {
-		t.Fatalf("a delivery while claimed: retry at %v, %v, %d calls; want nothing done", at, err, judge.calls.Load()-before)
-	}
-	clock.Add(time.Minute)
-	if _, err := svc.GradeCriterion(ctx, job); err != nil || judge.calls.Load() != before+1 {
-		t.Fatalf("after the claim passed: %v, %d calls; want one", err, judge.calls.Load()-before)
+	if _, err := svc.GradeCriterion(ctx, job); err != nil || judge.calls.Load() != 1 {
+		t.Fatalf("after the claim expired: %v, %d calls; want one", err, judge.calls.Load())
 	}
 }
