@@ -37,10 +37,6 @@ type JudgeAttempts struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// claimMargin is how much longer than the judge call's own bound the
-// claim on an attempt lasts: the time to record the outcome.
-const claimMargin = 30 * time.Second
-
 // gradingClaimKey is the key of the claim on one attempt at a criterion
 // (store.Claim), in its VERIFY's partition; a claim is a small item of its
 // own rather than a field of the VERIFY, so that the criteria of one
@@ -284,7 +280,7 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 // recorded does not call it again. A holder that dies frees the attempt
 // when its claim expires.
 func (s *Service) claimAttempt(ctx context.Context, job GradeJob, seen JudgeAttempts) (bool, error) {
-	held, err := store.Claim(ctx, s.store, gradingClaimKey(job, seen.Attempts), s.retry.CallTimeout+claimMargin)
+	held, err := store.Claim(ctx, s.store, gradingClaimKey(job, seen.Attempts), s.retry.CallTimeout+store.ClaimMargin)
 	if err != nil || !held {
 		return false, err
 	}

@@ -49,10 +49,11 @@ func expiring(it store.Item, err error) func(at string) (store.Item, error) {
 
 // retainEvidence stamps a completed plan's expiry on the items that were
 // stored before PLAN_COMPLETE: its earlier events and event ids, and the
-// binding guards of its plan id and scope envelope (the ANTICIPATEs it bound are given theirs in the
-// PLAN_COMPLETE commit: completeBound). It runs after VERIFY on the change that
-// completed the plan, and again harmlessly on a replay (an item that
-// carries the expiry already is not written).
+// binding guards of its plan id and scope envelope (the ANTICIPATEs it
+// bound are given theirs in the PLAN_COMPLETE commit: completeBound). It
+// runs after VERIFY on the change that completed the plan, and again
+// harmlessly on a replay (an item that carries the expiry already is not
+// written).
 func (s *Service) retainEvidence(ctx context.Context, agentID, planID string) error {
 	ex, err := s.Execution(ctx, agentID, planID)
 	if errs.Is(err, errs.NotFound) {

@@ -30,16 +30,12 @@ func (e permanentError) Unwrap() error { return e.error }
 
 func permanent(err error) error { return permanentError{err} }
 
-// sendClaimMargin is how much longer than its send an attempt's claim
-// lasts: the time to record the outcome.
-const sendClaimMargin = 30 * time.Second
-
 // claimSend claims the next attempt at n (Options.ClaimSends) and reports
 // whether this caller holds it and n, read again after the claim, still
 // awaits that attempt (so that a caller that read n before another's
 // attempt was recorded does not send it again).
 func (s *Service) claimSend(ctx context.Context, n *alert.Notification) (bool, error) {
-	held, err := store.Claim(ctx, s.store, sendClaimKey(n), s.opt.AttemptTimeout+sendClaimMargin)
+	held, err := store.Claim(ctx, s.store, sendClaimKey(n), s.opt.AttemptTimeout+store.ClaimMargin)
 	if err != nil || !held {
 		return false, err
 	}

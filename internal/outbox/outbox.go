@@ -16,6 +16,7 @@ import (
 	"github.com/agentclock/clockwork/internal/a2aout"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
 
@@ -62,10 +63,6 @@ type Options struct {
 	// and a read per attempt.
 	ClaimSends bool
 }
-
-// claimMargin is how much longer than its send an attempt's claim lasts:
-// the time to record the outcome.
-const claimMargin = 30 * time.Second
 
 type job struct{ agent, id string }
 
@@ -256,7 +253,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 		return 0, false
 	}
 	if o.opt.ClaimSends {
-		held, err := o.svc.ClaimDelivery(ctx, rec, o.opt.AttemptTimeout+claimMargin)
+		held, err := o.svc.ClaimDelivery(ctx, rec, o.opt.AttemptTimeout+store.ClaimMargin)
 		if err != nil {
 			return o.backoff(1), true
 		}
