@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
-	retain "github.com/agentclock/clockwork/internal/retention"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	retain "github.com/agentclock/clockwork/internal/retention"
 )
 
 // Stages the stack can be deployed as. Anything else fails synth.
@@ -101,6 +103,10 @@ type Config struct {
 	// 8601 durations, "0" forever), which DynamoDB's TTL on the table's
 	// expiresAt attribute carries out.
 	RetainExpectations, RetainEvidence string
+	// DeliveryRetryFor is how long lapse tasks and notifications are
+	// retried from their first failure (DELIVERY_RETRY_FOR, a Go duration;
+	// default 24h).
+	DeliveryRetryFor string
 }
 
 // Retain reports whether the table, queues and logs outlive the stack.
@@ -155,6 +161,7 @@ func DefaultConfig(stage string) (Config, error) {
 		Stage: stage, Name: "clockwork-" + stage, Arch: "arm64",
 		TokensParameter:    "/clockwork/" + stage + "/tokens",
 		RetainExpectations: retain.DefaultExpectations, RetainEvidence: retain.DefaultEvidence,
+		DeliveryRetryFor: "24h",
 	}
 	switch stage {
 	case "dev":
@@ -182,7 +189,7 @@ func DefaultConfig(stage string) (Config, error) {
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
 	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins",
-	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence"}
+	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence", "deliveryRetryFor", "graderConcurrency", "ingestConcurrency"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -239,6 +246,15 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 			return c, fmt.Errorf("context arch: %q is not a Lambda architecture; use -c arch=arm64 (default) or -c arch=x86_64", v)
 		}
 	}
+	if v, ok, err := str("deliveryRetryFor"); err != nil {
+		return c, err
+	} else if ok && v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > 14*24*time.Hour {
+			return c, fmt.Errorf("context deliveryRetryFor: %q is not a duration from 1m to 336h (the timer queue keeps a message 14 days); e.g. -c deliveryRetryFor=72h", v)
+		}
+		c.DeliveryRetryFor = v
+	}
 	if v, ok, err := str("tokensParameter"); err != nil {
 		return c, err
 	} else if ok {
@@ -274,7 +290,8 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 		dst *int
 		min int
 	}{{"clockConcurrency", &c.ClockConcurrency, 0}, {"throttleRate", &c.ThrottleRate, 1}, {"throttleBurst", &c.ThrottleBurst, 1},
-		{"apiConcurrency", &c.APIConcurrency, 0}, {"authorizerConcurrency", &c.AuthorizerConcurrency, 0}, {"streamConcurrency", &c.StreamConcurrency, 0}}
+		{"apiConcurrency", &c.APIConcurrency, 0}, {"authorizerConcurrency", &c.AuthorizerConcurrency, 0}, {"streamConcurrency", &c.StreamConcurrency, 0},
+		{"graderConcurrency", &c.GraderConcurrency, 2}, {"ingestConcurrency", &c.IngestConcurrency, 0}}
 	for _, it := range ints {
 		v, ok, err := str(it.key)
 		if err != nil {

@@ -135,6 +135,7 @@ func (sb *stackBuilder) state() {
 		"METRICS_NAMESPACE":    MetricsNamespace(cfg),
 		"RETAIN_EXPECTATIONS":  cfg.RetainExpectations,
 		"RETAIN_EVIDENCE":      cfg.RetainEvidence,
+		"DELIVERY_RETRY_FOR":   cfg.DeliveryRetryFor,
 	}
 }
 

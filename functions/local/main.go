@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/agentclock/clockwork/internal/retention"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +18,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentclock/clockwork/internal/retention"
+	"github.com/agentclock/clockwork/internal/retry"
 
 	"github.com/agentclock/clockwork/internal/awsclient"
 
@@ -52,7 +54,8 @@ func run() error {
 	maxLineage := flag.Int("max-lineage", 16, "bound on supersede lineage")
 	allowPrivate := flag.Bool("allow-private-agents", false, "let lapse tasks reach agents on loopback and private addresses (default: true in the first session, without -tokens on loopback; false otherwise)")
 	timekeepers := flag.Bool("send-to-timekeepers", false, "send lapse tasks also to agents whose card says keepsTime: true")
-	attempts := flag.Int("delivery-attempts", 8, "delivery attempts before a lapse task is dead-lettered")
+	attempts := flag.Int("delivery-attempts", 0, "when positive, also dead-letter a lapse task or notification after this many attempts (0: -delivery-retry-for alone)")
+	retryFor := flag.Duration("delivery-retry-for", retry.DefaultFor, "how long lapse tasks and notifications are retried from their first failure before they are dead-lettered")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
@@ -188,7 +191,7 @@ func run() error {
 		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
-			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
 			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
 		})
@@ -228,10 +231,10 @@ func run() error {
 		a, err := app.Start(app.Config{RetainEvidence: keepEvidence,
 			DataDir: *data, Auth: authn, Log: log, Rules: rules,
 			AllowPrivateAgents: *allowPrivate, MCPAllowedOrigins: allowedOrigins,
-			Outbox:   outbox.Options{MaxAttempts: *attempts, SendToTimekeepers: *timekeepers},
+			Outbox:   outbox.Options{MaxAttempts: *attempts, RetryFor: *retryFor, SendToTimekeepers: *timekeepers},
 			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
-			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL},
+			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor},
 		})
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/retry"
 )
 
 // The A2A 0.3 JSON-RPC binding of message/send, written out here rather
@@ -119,7 +120,7 @@ func (s *Sender) send03(ctx context.Context, card expect.Card, req *a2a.SendMess
 		return "", err
 	}
 	if res.StatusCode != http.StatusOK {
-		return "", &StatusError{StatusCode: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
+		return "", &StatusError{StatusCode: res.StatusCode, RetryAfter: retry.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
 			Err: fmt.Errorf("unexpected HTTP status %d", res.StatusCode)}
 	}
 	if len(raw) > MaxResponseBytes {

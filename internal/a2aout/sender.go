@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +29,7 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/retry"
 )
 
 // ExtensionsHeader is the HTTP header that activates extensions (A2A 1.0
@@ -533,7 +533,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		if st != nil {
 			st.mu.Lock()
 			st.code = resp.StatusCode
-			st.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			st.retryAfter = retry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			st.activated = echoes(resp.Header)
 			st.mu.Unlock()
 		}
@@ -554,28 +554,4 @@ func (b *brokenAfterClientCert) Unwrap() error { return b.err }
 type limitedBody struct {
 	io.Reader
 	io.Closer
-}
-
-// parseRetryAfter reads a Retry-After value (seconds or an HTTP date).
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.Atoi(v); err == nil {
-		if secs < 0 {
-			return 0
-		}
-		if secs > 86400 {
-			secs = 86400
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		if d := t.Sub(now); d < 24*time.Hour {
-			return d
-		}
-		return 24 * time.Hour
-	}
-	return 0
 }

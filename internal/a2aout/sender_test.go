@@ -20,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/retry"
 )
 
 func testLapse() expect.Lapse {
@@ -407,8 +408,8 @@ func TestParseRetryAfter(t *testing.T) {
 		"Tue, 01 Sep 2026 08:00:00 GMT": 0,
 	}
 	for in, want := range tests {
-		if got := parseRetryAfter(in, now); got != want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
+		if got := retry.ParseRetryAfter(in, now); got != want {
+			t.Errorf("retry.ParseRetryAfter(%q) = %v, want %v", in, got, want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/retry"
 )
 
 // EventType names what happened.
@@ -114,11 +115,19 @@ type Notification struct {
 	CreatedAt          string  `json:"createdAt"`
 	Attempts           int     `json:"attempts,omitempty"`
 	LastError          string  `json:"lastError,omitempty"`
-	NextAttempt        string  `json:"nextAttemptAt,omitempty"`
-	DeliveredAt        string  `json:"deliveredAt,omitempty"`
-	Dead               bool    `json:"deadLettered,omitempty"`
-	DeadAt             string  `json:"deadLetteredAt,omitempty"`
-	Replays            int     `json:"replays,omitempty"`
+	// LastErrorClass is the class of the last failure (retry.Class).
+	LastErrorClass string `json:"lastErrorClass,omitempty"`
+	// FailingSince is when this run of failures (or waits) began: the
+	// retry window runs from it.
+	FailingSince string `json:"failingSince,omitempty"`
+	// WaitingForProbe is set while the next attempt waits for the probe of
+	// the channel's circuit.
+	WaitingForProbe bool   `json:"waitingForProbe,omitempty"`
+	NextAttempt     string `json:"nextAttemptAt,omitempty"`
+	DeliveredAt     string `json:"deliveredAt,omitempty"`
+	Dead            bool   `json:"deadLettered,omitempty"`
+	DeadAt          string `json:"deadLetteredAt,omitempty"`
+	Replays         int    `json:"replays,omitempty"`
 }
 
 // Pending reports whether n still waits for delivery.
@@ -131,16 +140,52 @@ func (n *Notification) Delivered(now time.Time) {
 	n.LastError, n.NextAttempt = "", ""
 }
 
-// Failed records a failed attempt at now: the next attempt after backoff,
-// or the dead letter when permanent or when attempts reach max.
-func (n *Notification) Failed(now time.Time, reason string, permanent bool, max int, backoff func(int) time.Duration) {
+// Failed records a failed attempt at now that met f: the next attempt as
+// policy decides, or the dead letter (a permanent failure, the attempt
+// budget spent, the retry window closed).
+func (n *Notification) Failed(now time.Time, reason string, f retry.Failure, policy retry.Policy) {
 	n.Attempts++
 	n.LastError = truncate(reason, 512)
-	if permanent || n.Attempts >= max {
+	n.LastErrorClass = string(f.Class)
+	n.WaitingForProbe = false
+	since := n.failingSince(now)
+	n.FailingSince = expect.FormatTime(since)
+	d := policy.AfterFailure(n.ID, n.Attempts, since, now, f)
+	if d.Dead {
 		n.Dead, n.DeadAt, n.NextAttempt = true, expect.FormatTime(now), ""
 		return
 	}
-	n.NextAttempt = expect.FormatTime(now.Add(backoff(n.Attempts)))
+	n.NextAttempt = expect.FormatTime(d.Next)
+}
+
+// WaitForProbe records at now that the next attempt waits for the
+// channel's circuit until until (capped at the end of the retry window),
+// without counting an attempt; when the window has closed it dead-letters
+// n instead.
+func (n *Notification) WaitForProbe(now, until time.Time, policy retry.Policy) {
+	policy = policy.WithDefaults()
+	since := n.failingSince(now)
+	n.FailingSince = expect.FormatTime(since)
+	if policy.Expired(since, now) {
+		n.Dead, n.DeadAt, n.NextAttempt, n.WaitingForProbe = true, expect.FormatTime(now), "", false
+		if n.LastError == "" {
+			n.LastError = "the channel's receiver was down (its circuit open) for the whole retry window"
+		}
+		return
+	}
+	if end := since.Add(policy.For); until.After(end) {
+		until = end
+	}
+	n.NextAttempt, n.WaitingForProbe = expect.FormatTime(until), true
+}
+
+func (n *Notification) failingSince(now time.Time) time.Time {
+	if n.FailingSince != "" {
+		if t, err := expect.ParseTime(n.FailingSince); err == nil {
+			return t
+		}
+	}
+	return now
 }
 
 // Replay puts a dead-lettered notification back for delivery at now, its
@@ -150,6 +195,7 @@ func (n *Notification) Replay(now time.Time) bool {
 		return false
 	}
 	n.Dead, n.DeadAt, n.Attempts, n.LastError = false, "", 0, ""
+	n.LastErrorClass, n.FailingSince, n.WaitingForProbe = "", "", false
 	n.NextAttempt = expect.FormatTime(now)
 	n.Replays++
 	return true
@@ -165,18 +211,6 @@ func (n *Notification) Wait(now time.Time) time.Duration {
 		return 0
 	}
 	return max(0, t.Sub(now))
-}
-
-// Backoff is the delay before attempt+1 after attempt failures: base
-// doubling up to ceiling.
-func Backoff(base, ceiling time.Duration) func(int) time.Duration {
-	return func(attempts int) time.Duration {
-		d := base
-		for i := 1; i < attempts && d < ceiling; i++ {
-			d *= 2
-		}
-		return min(d, ceiling)
-	}
 }
 
 func truncate(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/retry"
 )
 
 func TestParseChannel(t *testing.T) {
@@ -205,22 +206,23 @@ func TestCooldownAdmit(t *testing.T) {
 
 func TestNotificationStates(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := Backoff(time.Second, 4*time.Second)
-	n := &Notification{}
+	policy := retry.Policy{Base: time.Second, Ceiling: 4 * time.Second, MaxAttempts: 4}
+	down := retry.Failure{Class: retry.ServerError}
+	n := &Notification{ID: "ntf_1"}
 	for i := 1; i <= 3; i++ {
-		n.Failed(now, "the receiver answered 503", false, 4, b)
-		if n.Dead || !n.Pending() {
-			t.Fatalf("attempt %d: dead too early", i)
+		n.Failed(now, "the receiver answered 503", down, policy)
+		if n.Dead || !n.Pending() || n.LastErrorClass != "server-error" || n.FailingSince != expect.FormatTime(now) {
+			t.Fatalf("attempt %d: %+v", i, n)
 		}
 	}
-	if w := n.Wait(now); w != 4*time.Second {
-		t.Fatalf("backoff after 3 failures: %v", w)
+	if w := n.Wait(now); w <= 0 || w > time.Second {
+		t.Fatalf("backoff after 3 failures in the first second: %v", w)
 	}
-	n.Failed(now, "the receiver answered 503", false, 4, b)
+	n.Failed(now, "the receiver answered 503", down, policy)
 	if !n.Dead || n.Pending() || n.DeadAt == "" {
 		t.Fatalf("not dead after max attempts: %+v", n)
 	}
-	if !n.Replay(now) || n.Dead || n.Attempts != 0 || n.Replays != 1 || !n.Pending() {
+	if !n.Replay(now) || n.Dead || n.Attempts != 0 || n.Replays != 1 || !n.Pending() || n.FailingSince != "" || n.LastErrorClass != "" {
 		t.Fatalf("replay: %+v", n)
 	}
 	if n.Replay(now) {
@@ -231,9 +233,25 @@ func TestNotificationStates(t *testing.T) {
 		t.Fatalf("delivered: %+v", n)
 	}
 	p := &Notification{}
-	p.Failed(now, "refused", true, 10, b)
+	p.Failed(now, "refused", retry.Failure{Class: retry.Rejected, Permanent: true}, policy)
 	if !p.Dead || p.Attempts != 1 {
 		t.Fatalf("permanent failure: %+v", p)
+	}
+	// Waiting for the channel's circuit counts no attempt, and ends in a
+	// dead letter when the window closes.
+	w := &Notification{ID: "ntf_2"}
+	window := retry.Policy{For: time.Hour}
+	w.WaitForProbe(now, now.Add(time.Minute), window)
+	if w.Attempts != 0 || !w.WaitingForProbe || w.Wait(now) != time.Minute || w.Dead {
+		t.Fatalf("waiting: %+v", w)
+	}
+	w.WaitForProbe(now.Add(50*time.Minute), now.Add(2*time.Hour), window)
+	if w.Wait(now.Add(50*time.Minute)) != 10*time.Minute {
+		t.Fatalf("a wait past the window ends at the window: %+v", w)
+	}
+	w.WaitForProbe(now.Add(time.Hour), now.Add(3*time.Hour), window)
+	if !w.Dead || w.LastError == "" || w.Pending() {
+		t.Fatalf("the window closed while waiting: %+v", w)
 	}
 }
 

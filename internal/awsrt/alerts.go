@@ -101,6 +101,12 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	opt.InsecureURLs = opt.InsecureURLs || cfg.AllowPrivateAgents
 	opt.Metrics = cfg.Metrics
 	opt.Retain = cfg.RetainExpectations
+	if opt.RetryFor == 0 {
+		opt.RetryFor = cfg.DeliveryRetryFor
+	}
+	if opt.MaxAttempts == 0 {
+		opt.MaxAttempts = cfg.DeliveryAttempts
+	}
 	// Function instances apart may attempt one notification at once.
 	opt.ClaimSends = true
 	if cfg.Now != nil {

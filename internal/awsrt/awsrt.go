@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentclock/clockwork/internal/retention"
 	"log/slog"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentclock/clockwork/internal/retention"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -105,8 +106,12 @@ type Config struct {
 	// durations, 0 forever (retention.Parse). A Config made in code
 	// keeps forever unless set.
 	RetainExpectations, RetainEvidence time.Duration
-	DeliveryAttempts                   int    // DELIVERY_ATTEMPTS (default 8)
-	JudgeURL, JudgeToken               string // JUDGE_URL, JUDGE_TOKEN
+	DeliveryAttempts                   int // DELIVERY_ATTEMPTS (default 0: the retry window alone)
+	// DeliveryRetryFor is how long lapse tasks and notifications are
+	// retried from their first failure (DELIVERY_RETRY_FOR, a Go duration;
+	// default retry.DefaultFor, a day).
+	DeliveryRetryFor     time.Duration
+	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
 	// JudgeKind (JUDGE_KIND: http, openai, bedrock) and JudgeModel
 	// (JUDGE_MODEL) choose the judge (judge.Config); for bedrock JUDGE_URL
 	// overrides the service endpoint (emulators and tests only). The
@@ -209,8 +214,15 @@ func FromEnv() (Config, error) {
 	if c.RetainEvidence, err = envRetention("RETAIN_EVIDENCE", retention.DefaultEvidence); err != nil {
 		return c, err
 	}
-	if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 8); err != nil {
-		return c, err
+	if v := os.Getenv("DELIVERY_ATTEMPTS"); v != "" {
+		if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 0); err != nil {
+			return c, err
+		}
+	}
+	if v := os.Getenv("DELIVERY_RETRY_FOR"); v != "" {
+		if c.DeliveryRetryFor, err = time.ParseDuration(v); err != nil || c.DeliveryRetryFor <= 0 {
+			return c, fmt.Errorf("DELIVERY_RETRY_FOR: %q is not a positive duration (e.g. 24h)", v)
+		}
 	}
 	for _, o := range strings.Split(os.Getenv("MCP_ALLOWED_ORIGINS"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -473,7 +485,7 @@ func (r *Runtime) startWorkers() {
 		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	}
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
-		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
 			Metrics: cfg.Metrics, ClaimSends: true /* function instances apart may attempt one lapse at once */}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,

@@ -98,10 +98,23 @@ const (
 
 // Delivery tracks the outbox delivery of a lapse task.
 type Delivery struct {
-	MessageID    string `json:"messageId"`
-	Attempts     int    `json:"attempts,omitempty"`
-	LastError    string `json:"lastError,omitempty"`
-	DeadLettered bool   `json:"deadLettered,omitempty"`
+	MessageID string `json:"messageId"`
+	// Attempts counts the sends made (a wait for the agent's circuit is
+	// not one).
+	Attempts  int    `json:"attempts,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// LastErrorClass is the class of the last failure (retry.Class:
+	// "unreachable", "timeout", "throttled", "server-error", "rejected",
+	// "unauthorized", "refused", "misconfigured", "unknown").
+	LastErrorClass string `json:"lastErrorClass,omitempty"`
+	// FailingSince is when the first failure (or wait) of this run of
+	// attempts was: the retry window runs from it.
+	FailingSince string `json:"failingSince,omitempty"`
+	// WaitingForProbe is set while the next attempt waits for the probe
+	// of the agent's circuit (the agent is down; one message at a time
+	// tries it).
+	WaitingForProbe bool `json:"waitingForProbe,omitempty"`
+	DeadLettered    bool `json:"deadLettered,omitempty"`
 	// Suppressed is true when the agent keeps its own time and the watcher
 	// is configured not to send it lapse tasks.
 	Suppressed  bool   `json:"suppressed,omitempty"`

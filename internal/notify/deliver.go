@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -18,6 +20,7 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/netguard"
+	"github.com/agentclock/clockwork/internal/retry"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -60,7 +63,7 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	it, err := s.store.Get(ctx, notificationKey(agent, id))
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			return s.backoff(1), true
+			return s.storeRetry(), true
 		}
 		return 0, false
 	}
@@ -71,10 +74,20 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	if wait := n.Wait(s.opt.Now()); wait > 0 {
 		return wait, true
 	}
+	// The channel's circuit before the claim: a wait is recorded on the
+	// notification (a conditional write of its own) and claims nothing.
+	circuit := channelCircuitKey(n.ChannelID)
+	adm, until, err := s.circuits.Admit(ctx, circuit, n.ID)
+	if err != nil {
+		return s.storeRetry(), true
+	}
+	if adm == retry.Wait {
+		return s.waitForProbe(ctx, agent, id, until)
+	}
 	if s.opt.ClaimSends {
 		held, err := s.claimSend(ctx, n)
 		if err != nil {
-			return s.backoff(1), true
+			return s.storeRetry(), true
 		}
 		if !held {
 			return 0, false // another process's attempt, which records its outcome
@@ -93,6 +106,15 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		actx, cancel := context.WithTimeout(ctx, s.opt.AttemptTimeout)
 		err = s.send(actx, c, n)
 		cancel()
+	}
+	var f retry.Failure
+	if err != nil {
+		f = classify(err)
+		if cerr := s.circuits.Failed(ctx, circuit, "channel:"+n.ChannelID, adm, f); cerr != nil {
+			s.log.Error("recording the channel's circuit failed", "channel", n.ChannelID, "err", cerr)
+		}
+	} else if cerr := s.circuits.Succeeded(ctx, circuit, adm); cerr != nil {
+		s.log.Error("closing the channel's circuit failed", "channel", n.ChannelID, "err", cerr)
 	}
 	now := s.opt.Now()
 	var outcome string
@@ -114,8 +136,7 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 			cur.Delivered(now)
 			outcome = "delivered"
 		} else {
-			var p permanentError
-			cur.Failed(now, describe(err), errors.As(err, &p), s.opt.MaxAttempts, s.backoff)
+			cur.Failed(now, describe(err), f, s.policy)
 			outcome, after, again = "failed", cur.Wait(now), !cur.Dead
 			if cur.Dead {
 				outcome = "dead"
@@ -132,7 +153,7 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		if err == nil {
 			s.log.Error("notification sent but not recorded; the retry sends the same webhook-id", "agent", agent, "notification", id, "err", uerr)
 		}
-		return s.backoff(1), true
+		return s.storeRetry(), true
 	}
 	if outcome == "" {
 		return 0, false
@@ -149,15 +170,93 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		}
 		s.log.Info("notification delivered", "agent", agent, "notification", id, "channel", n.ChannelID, "event", n.Event.Type)
 	case "dead":
-		s.log.Warn("notification dead-lettered", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err), "cause", causeOf(err))
+		s.log.Warn("notification dead-lettered", "agent", agent, "notification", id, "channel", n.ChannelID, "class", f.Class, "err", describe(err), "cause", causeOf(err))
 	default:
-		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "err", describe(err), "cause", causeOf(err))
+		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "class", f.Class, "next", after, "err", describe(err), "cause", causeOf(err))
 	}
 	return after, again
 }
 
-func (s *Service) backoff(attempts int) time.Duration {
-	return alert.Backoff(s.opt.BaseBackoff, s.opt.MaxBackoff)(attempts)
+// probeMargin is what a channel circuit's probe holds beyond the
+// attempt's timeout: the time to record its outcome.
+const probeMargin = 2 * time.Second
+
+// storeRetry is how soon an attempt whose store read or write failed is
+// tried again.
+func (s *Service) storeRetry() time.Duration { return s.policy.Base }
+
+// waitForProbe records that notification id waits for its channel's
+// circuit until until (alert.Notification.WaitForProbe) and says when to
+// come back.
+func (s *Service) waitForProbe(ctx context.Context, agent, id string, until time.Time) (time.Duration, bool) {
+	now := s.opt.Now()
+	var after time.Duration
+	again, dead := false, false
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		again, dead = false, false
+		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decodeNotification(it)
+		if err != nil || !cur.Pending() {
+			return err
+		}
+		cur.WaitForProbe(now, until, s.policy)
+		dead, again, after = cur.Dead, !cur.Dead, cur.Wait(now)
+		next, err := notificationItem(cur, s.opt.Retain)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		return nil
+	})
+	if err != nil {
+		return s.storeRetry(), true
+	}
+	if dead {
+		s.opt.Metrics.Record(metrics.Notifications, 1, "unknown", "dead")
+		s.log.Warn("notification dead-lettered: its channel's receiver stayed down", "agent", agent, "notification", id)
+	}
+	return after, again
+}
+
+// classify is the class of a failed send: whether a retry can mend it and
+// how long the receiver asked to wait.
+func classify(err error) retry.Failure {
+	var p permanentError
+	permanent := errors.As(err, &p)
+	var h httpStatusError
+	var ne net.Error
+	var dnsErr *net.DNSError
+	var op *net.OpError
+	var me mailError
+	f := retry.Failure{Permanent: permanent, Class: retry.Unknown}
+	switch {
+	case errors.Is(err, netguard.ErrRefused):
+		f.Class = retry.Refused
+	case errors.As(err, &h):
+		f.RetryAfter = h.RetryAfter
+		switch {
+		case h.Status == http.StatusTooManyRequests:
+			f.Class = retry.Throttled
+		case h.Status == http.StatusUnauthorized || h.Status == http.StatusForbidden:
+			f.Class = retry.Unauthorized
+		case h.Status >= 500 || h.Status == http.StatusRequestTimeout || h.Status == http.StatusTooEarly || h.Status == http.StatusConflict:
+			f.Class = retry.ServerError
+		default:
+			f.Class = retry.Rejected
+		}
+	case errors.As(err, &me):
+		f.Class = retry.Unreachable
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		f.Class = retry.Timeout
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.As(err, &dnsErr), errors.As(err, &op):
+		f.Class = retry.Unreachable
+	case permanent:
+		f.Class = retry.Misconfigured
+	}
+	return f
 }
 
 // describe is what a notification keeps of a failed send: never a secret
@@ -205,6 +304,8 @@ func (e mailError) Unwrap() error { return e.err }
 // httpStatusError is an answer that is not a success.
 type httpStatusError struct {
 	Status int
+	// RetryAfter is what the receiver's Retry-After asked for (or zero).
+	RetryAfter time.Duration
 }
 
 func (e httpStatusError) Error() string {
@@ -306,11 +407,11 @@ func (s *Service) post(ctx context.Context, url string, body []byte, headers map
 		return nil
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusConflict ||
 		resp.StatusCode == http.StatusTooEarly || resp.StatusCode == http.StatusTooManyRequests:
-		return httpStatusError{resp.StatusCode}
+		return httpStatusError{Status: resp.StatusCode, RetryAfter: retry.ParseRetryAfter(resp.Header.Get("Retry-After"), s.opt.Now())}
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return permanent(httpStatusError{resp.StatusCode})
+		return permanent(httpStatusError{Status: resp.StatusCode})
 	}
-	return httpStatusError{resp.StatusCode}
+	return httpStatusError{Status: resp.StatusCode, RetryAfter: retry.ParseRetryAfter(resp.Header.Get("Retry-After"), s.opt.Now())}
 }
 
 // secretTTL bounds how long an opened channel secret stays in memory (a

@@ -15,6 +15,7 @@ import (
 //
 //	item          PK                 SK                  index PK / SK
 //	channel       CHANNEL#<id>       CHANNEL             gsi5: CHANNELS / <id> (listing)
+//	circuit       CHANNEL#<id>       CIRCUIT             (package breaker; while its receiver fails; expires)
 //	rules         A#<agent>          ALERTS
 //	cooldown      A#<agent>          ALERTCD#<rule id>
 //	send claim    A#<agent>          NC#<notification id>#<replays>.<attempts>   (store.Claim; expires)
@@ -41,6 +42,12 @@ const (
 func esc(s string) string { return store.KeyPart(s) }
 
 func channelKey(id string) store.Key { return store.Key{PK: "CHANNEL#" + esc(id), SK: "CHANNEL"} }
+
+// channelCircuitKey is the key of the circuit of a channel's receiver
+// (package breaker): there while notifications to it are failing.
+func channelCircuitKey(id string) store.Key {
+	return store.Key{PK: "CHANNEL#" + esc(id), SK: "CIRCUIT"}
+}
 
 func rulesKey(agent string) store.Key { return store.Key{PK: "A#" + esc(agent), SK: "ALERTS"} }
 

@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/breaker"
 	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/retry"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -49,10 +51,15 @@ type Enqueuer interface {
 
 // Options configure a Service.
 type Options struct {
-	// MaxAttempts before a notification is dead-lettered (default 10).
+	// RetryFor is how long failed notifications are retried, from the
+	// first failure, before they are dead-lettered (default
+	// retry.DefaultFor, a day).
+	RetryFor time.Duration
+	// MaxAttempts, when positive, also dead-letters a notification after
+	// that many sends (default 0: the window alone).
 	MaxAttempts int
-	// BaseBackoff doubles per failed attempt up to MaxBackoff (defaults
-	// 1s and 5m: ten attempts span about a quarter of an hour).
+	// BaseBackoff and MaxBackoff bound the waits between attempts (see
+	// retry.Policy: defaults 1s and 1h).
 	BaseBackoff, MaxBackoff time.Duration
 	// AttemptTimeout bounds one send (default 10s).
 	AttemptTimeout time.Duration
@@ -86,6 +93,9 @@ type Service struct {
 	opt    Options
 	log    *slog.Logger
 
+	policy   retry.Policy
+	circuits *breaker.Breakers
+
 	mu      sync.Mutex
 	secrets map[string]cachedSecret
 	tests   map[string]time.Time // last test per channel (testInterval)
@@ -101,15 +111,6 @@ const testInterval = 2 * time.Second
 // elsewhere. mail and events may be nil (no e-mail, no EventBridge
 // channels). sealer nil makes channels with secrets fail to save.
 func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail MailSender, events EventPutter, opt Options, log *slog.Logger) *Service {
-	if opt.MaxAttempts <= 0 {
-		opt.MaxAttempts = 10
-	}
-	if opt.BaseBackoff <= 0 {
-		opt.BaseBackoff = time.Second
-	}
-	if opt.MaxBackoff <= 0 {
-		opt.MaxBackoff = 5 * time.Minute
-	}
 	if opt.AttemptTimeout <= 0 {
 		opt.AttemptTimeout = 10 * time.Second
 	}
@@ -122,7 +123,9 @@ func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail Ma
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		client = &c
 	}
-	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log, secrets: map[string]cachedSecret{}, tests: map[string]time.Time{}}
+	policy := retry.Policy{For: opt.RetryFor, Base: opt.BaseBackoff, Ceiling: opt.MaxBackoff, MaxAttempts: opt.MaxAttempts}.WithDefaults()
+	return &Service{store: st, sealer: sealer, http: client, mail: mail, events: events, opt: opt, log: log, secrets: map[string]cachedSecret{}, tests: map[string]time.Time{},
+		policy: policy, circuits: breaker.New(st, opt.Now, policy, opt.AttemptTimeout+probeMargin)}
 }
 
 // SetEnqueuer sets who is told of new and retried notifications.

@@ -1,8 +1,12 @@
 // Package outbox delivers lapse tasks. A lapse is committed first (the
 // record is the outbox entry, indexed while undelivered); delivery happens
-// after, at least once, with bounded retries and backoff, and every attempt
-// of one lapse carries the same messageId, so the agent can tell a retry
-// from a new lapse. After the last attempt the record is dead-lettered,
+// after, at least once, retried by retry.Policy (a day by default, so that
+// an agent that is redeployed, failed over or down for a weekend's night
+// still gets its task when it is back), and every attempt of one lapse
+// carries the same messageId, so the agent can tell a retry from a new
+// lapse. Attempts to an agent that is down are paced by its circuit (one
+// probe at a time; the others wait for it, holding no worker). A failure a
+// retry cannot mend, or the end of the window, dead-letters the record,
 // where an operator can list and replay it.
 package outbox
 
@@ -14,8 +18,10 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/a2aout"
+	"github.com/agentclock/clockwork/internal/breaker"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
+	"github.com/agentclock/clockwork/internal/retry"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
@@ -41,9 +47,15 @@ type ReportingSender interface {
 
 // Options tune delivery.
 type Options struct {
-	// MaxAttempts before a lapse is dead-lettered (default 8).
+	// RetryFor is how long failed deliveries are retried, from the first
+	// failure, before they are dead-lettered (default retry.DefaultFor, a
+	// day).
+	RetryFor time.Duration
+	// MaxAttempts, when positive, also dead-letters a lapse after that
+	// many sends (default 0: the window alone).
 	MaxAttempts int
-	// BaseBackoff doubles per attempt up to MaxBackoff (defaults 200ms, 1m).
+	// BaseBackoff and MaxBackoff bound the waits between attempts (see
+	// retry.Policy: defaults 1s and 1h).
 	BaseBackoff, MaxBackoff time.Duration
 	// SendToTimekeepers sends lapse tasks even to agents whose card says
 	// keepsTime: true (default false: their lapses are recorded only).
@@ -65,6 +77,11 @@ type Options struct {
 }
 
 type job struct{ agent, id string }
+
+// Policy is the retry policy the options describe.
+func (o Options) Policy() retry.Policy {
+	return retry.Policy{For: o.RetryFor, Base: o.BaseBackoff, Ceiling: o.MaxBackoff, MaxAttempts: o.MaxAttempts}.WithDefaults()
+}
 
 type jobState int
 
@@ -93,19 +110,17 @@ type Outbox struct {
 	// leaves it to the first, which records the outcome and asks for its
 	// own retry.
 	attempting map[job]bool
+	// wakeAt holds when each waiting record's timer fires (embedded Run),
+	// so that the sweep and the feed asking again for a record that waits
+	// do not stack up timers.
+	wakeAt map[job]time.Time
+
+	policy   retry.Policy
+	circuits *breaker.Breakers
 }
 
 // New returns an outbox; call Run to start it.
 func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Outbox {
-	if opt.MaxAttempts <= 0 {
-		opt.MaxAttempts = 8
-	}
-	if opt.BaseBackoff <= 0 {
-		opt.BaseBackoff = 200 * time.Millisecond
-	}
-	if opt.MaxBackoff <= 0 {
-		opt.MaxBackoff = time.Minute
-	}
 	if opt.Workers <= 0 {
 		opt.Workers = 32
 	}
@@ -113,7 +128,10 @@ func New(svc *watcher.Service, sender Sender, opt Options, log *slog.Logger) *Ou
 		opt.AttemptTimeout = 10 * time.Second
 	}
 	opt.Metrics = metrics.Or(opt.Metrics)
-	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536), attempting: map[job]bool{}}
+	policy := opt.Policy()
+	return &Outbox{svc: svc, sender: sender, opt: opt, log: log, pending: map[job]jobState{}, queue: make(chan job, 65536), attempting: map[job]bool{},
+		wakeAt: map[job]time.Time{}, policy: policy,
+		circuits: breaker.New(svc.Store(), svc.Now, policy, opt.AttemptTimeout+probeMargin)}
 }
 
 // Enqueue asks for the lapse task of one record to be delivered. Enqueuing
@@ -176,11 +194,7 @@ func (o *Outbox) Run(ctx context.Context) {
 						o.Enqueue(j.agent, j.id)
 					}
 					if again && ctx.Err() == nil {
-						time.AfterFunc(retry, func() {
-							if ctx.Err() == nil {
-								o.Enqueue(j.agent, j.id)
-							}
-						})
+						o.later(ctx, j, retry)
 					}
 				}
 			}
@@ -201,18 +215,44 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
-func (o *Outbox) backoff(attempts int) time.Duration {
-	d := o.opt.BaseBackoff
-	for i := 1; i < attempts && d < o.opt.MaxBackoff; i++ {
-		d *= 2
+// probeMargin is what a circuit's probe holds beyond the attempt's
+// timeout: the time to record its outcome.
+const probeMargin = 2 * time.Second
+
+// later enqueues j after d, unless a timer for j fires no later than that
+// already: a record that waits hours is asked for by every sweep and by
+// the change of its own record, and one timer is enough.
+func (o *Outbox) later(ctx context.Context, j job, d time.Duration) {
+	at := time.Now().Add(d)
+	o.mu.Lock()
+	if cur, ok := o.wakeAt[j]; ok && !cur.After(at) {
+		o.mu.Unlock()
+		return
 	}
-	return min(d, o.opt.MaxBackoff)
+	o.wakeAt[j] = at
+	o.mu.Unlock()
+	time.AfterFunc(d, func() {
+		o.mu.Lock()
+		if o.wakeAt[j].Equal(at) {
+			delete(o.wakeAt, j)
+		}
+		o.mu.Unlock()
+		if ctx.Err() == nil {
+			o.Enqueue(j.agent, j.id)
+		}
+	})
 }
 
+// storeRetry is how soon an attempt whose store read or write failed is
+// tried again.
+func (o *Outbox) storeRetry() time.Duration { return o.policy.Base }
+
 // Attempt makes one delivery attempt for a record and reports whether (and
-// after how long) to try again. While one Attempt of a record runs in this
-// process, another of the same record does nothing (and asks for no retry):
-// the running one records the outcome and asks for its own; with
+// after how long) to try again. While the agent's circuit is open and this
+// attempt is not its probe, it sends nothing and records when to come back
+// (after the probe). While one Attempt of a record runs in this process,
+// another of the same record does nothing (and asks for no retry): the
+// running one records the outcome and asks for its own; with
 // Options.ClaimSends, so does one in another process.
 func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration, bool) {
 	j := job{agentID, id}
@@ -237,7 +277,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	}
 	card, err := o.svc.Card(ctx, agentID)
 	if err != nil {
-		return o.fail(ctx, rec, fmt.Errorf("agent card unavailable: %w", err), false)
+		return o.fail(ctx, rec, fmt.Errorf("agent card unavailable: %w", err), retry.Failure{Class: retry.Misconfigured})
 	}
 	if card.Declaration.KeepsTime && !o.opt.SendToTimekeepers {
 		_, err := o.svc.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
@@ -248,14 +288,24 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 			return r, true, nil
 		})
 		if err != nil {
-			return o.backoff(1), true
+			return o.storeRetry(), true
 		}
 		return 0, false
+	}
+	// The circuit before the claim: a wait is recorded on the record
+	// (a conditional write of its own) and claims nothing.
+	circuit := watcher.CircuitKey(agentID)
+	adm, until, err := o.circuits.Admit(ctx, circuit, rec.Delivery.MessageID)
+	if err != nil {
+		return o.storeRetry(), true
+	}
+	if adm == retry.Wait {
+		return o.park(ctx, rec, until)
 	}
 	if o.opt.ClaimSends {
 		held, err := o.svc.ClaimDelivery(ctx, rec, o.opt.AttemptTimeout+store.ClaimMargin)
 		if err != nil {
-			return o.backoff(1), true
+			return o.storeRetry(), true
 		}
 		if !held {
 			return 0, false // another process's attempt, which records its outcome
@@ -284,7 +334,14 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	}
 	cancel()
 	if sendErr != nil {
-		return o.fail(ctx, rec, sendErr, a2aout.Permanent(sendErr))
+		f := o.classify(sendErr)
+		if err := o.circuits.Failed(ctx, circuit, "agent:"+agentID, adm, f); err != nil {
+			o.log.Error("recording the agent's circuit failed", "agent", agentID, "err", err)
+		}
+		return o.fail(ctx, rec, sendErr, f)
+	}
+	if err := o.circuits.Succeeded(ctx, circuit, adm); err != nil {
+		o.log.Error("closing the agent's circuit failed", "agent", agentID, "err", err)
 	}
 	now := expect.FormatTime(o.svc.Now())
 	recorded := false
@@ -297,7 +354,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 		r.LapseTaskID = taskID
 		r.Delivery.Attempts++
 		r.Delivery.DeliveredAt = now
-		r.Delivery.LastError = ""
+		r.Delivery.LastError, r.Delivery.LastErrorClass, r.Delivery.WaitingForProbe = "", "", false
 		r.Delivery.DeadLettered = false
 		r.Delivery.Activated = activated
 		return r, true, nil
@@ -305,7 +362,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	if err != nil {
 		// Delivered but not recorded: the retry re-sends the same messageId.
 		o.log.Error("lapse delivered but not recorded", "agent", agentID, "expectation", id, "err", err)
-		return o.backoff(1), true
+		return o.storeRetry(), true
 	}
 	if recorded {
 		o.opt.Metrics.Record(metrics.DeliveryAttempts, 1)
@@ -322,27 +379,41 @@ func (o *Outbox) describe(err error) string {
 	return err.Error()
 }
 
-func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, permanent bool) (time.Duration, bool) {
+// classify is the class of a failed send (a2aout.Classify for the real
+// sender; other senders' errors are transient unless they say otherwise).
+func (o *Outbox) classify(err error) retry.Failure {
+	return a2aout.Classify(err)
+}
+
+func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, f retry.Failure) (time.Duration, bool) {
 	var attempts int
 	var dead, recorded bool
+	var next time.Time
+	now := o.svc.Now()
 	_, err := o.svc.UpdateRecord(ctx, rec.AgentID, rec.Expectation.ExpectationID, func(r *expect.Record) (*expect.Record, bool, error) {
 		recorded = false
 		if !watcher.PendingDelivery(r) {
 			return r, false, nil
 		}
 		recorded = true
-		r.Delivery.Attempts++
-		r.Delivery.LastError = truncate(o.describe(cause), 512)
-		r.Delivery.NextAttemptAt = expect.FormatTime(o.svc.Now().Add(o.backoff(r.Delivery.Attempts)))
-		if permanent || r.Delivery.Attempts >= o.opt.MaxAttempts {
-			r.Delivery.DeadLettered = true
-			r.Delivery.NextAttemptAt = ""
+		d := r.Delivery
+		d.Attempts++
+		d.LastError = truncate(o.describe(cause), 512)
+		d.LastErrorClass = string(f.Class)
+		d.WaitingForProbe = false
+		since := failingSince(d, now)
+		d.FailingSince = expect.FormatTime(since)
+		decision := o.policy.AfterFailure(d.MessageID, d.Attempts, since, now, f)
+		d.DeadLettered = decision.Dead
+		d.NextAttemptAt = ""
+		if !decision.Dead {
+			d.NextAttemptAt = expect.FormatTime(decision.Next)
 		}
-		attempts, dead = r.Delivery.Attempts, r.Delivery.DeadLettered
+		attempts, dead, next = d.Attempts, d.DeadLettered, decision.Next
 		return r, true, nil
 	})
 	if err != nil {
-		return o.backoff(1), true
+		return o.storeRetry(), true
 	}
 	if recorded {
 		o.opt.Metrics.Record(metrics.DeliveryAttempts, 1)
@@ -352,11 +423,67 @@ func (o *Outbox) fail(ctx context.Context, rec *expect.Record, cause error, perm
 		}
 	}
 	if dead {
-		o.log.Warn("lapse dead-lettered", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)
+		o.log.Warn("lapse dead-lettered", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "class", f.Class, "permanent", f.Permanent, "err", cause)
 		return 0, false
 	}
-	o.log.Info("lapse delivery failed; will retry", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "err", cause)
-	return o.backoff(attempts), true
+	if !recorded {
+		return 0, false
+	}
+	o.log.Info("lapse delivery failed; will retry", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID, "attempts", attempts, "class", f.Class, "next", next, "err", cause)
+	return max(0, next.Sub(now)), true
+}
+
+// park records that a record's next attempt waits for the agent's circuit
+// until until (capped at the end of its retry window), without counting an
+// attempt; a record whose window has closed while it waited is
+// dead-lettered.
+func (o *Outbox) park(ctx context.Context, rec *expect.Record, until time.Time) (time.Duration, bool) {
+	now := o.svc.Now()
+	var dead, recorded bool
+	next := until
+	_, err := o.svc.UpdateRecord(ctx, rec.AgentID, rec.Expectation.ExpectationID, func(r *expect.Record) (*expect.Record, bool, error) {
+		recorded = false
+		if !watcher.PendingDelivery(r) {
+			return r, false, nil
+		}
+		recorded = true
+		d := r.Delivery
+		since := failingSince(d, now)
+		d.FailingSince = expect.FormatTime(since)
+		if o.policy.Expired(since, now) {
+			d.DeadLettered, d.NextAttemptAt, d.WaitingForProbe = true, "", false
+			if d.LastError == "" {
+				d.LastError = "the agent was down (its circuit open) for the whole retry window"
+			}
+			dead = true
+			return r, true, nil
+		}
+		if end := since.Add(o.policy.For); next.After(end) {
+			next = end
+		}
+		d.NextAttemptAt, d.WaitingForProbe = expect.FormatTime(next), true
+		return r, true, nil
+	})
+	if err != nil {
+		return o.storeRetry(), true
+	}
+	if !recorded {
+		return 0, false
+	}
+	if dead {
+		o.opt.Metrics.Record(metrics.DeadLetters, 1)
+		o.log.Warn("lapse dead-lettered: the agent stayed down", "agent", rec.AgentID, "expectation", rec.Expectation.ExpectationID)
+		return 0, false
+	}
+	return max(0, next.Sub(now)), true
+}
+
+// failingSince is when d's run of failures began (now for the first).
+func failingSince(d *expect.Delivery, now time.Time) time.Time {
+	if t, err := expect.ParseTime(d.FailingSince); err == nil && d.FailingSince != "" {
+		return t
+	}
+	return now
 }
 
 // NotBefore returns how long a record's next delivery attempt must wait

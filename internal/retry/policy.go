@@ -16,7 +16,9 @@ package retry
 
 import (
 	"hash/fnv"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -185,4 +187,24 @@ func Jitter(key string, n int) float64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return float64(x>>11) / float64(uint64(1)<<53)
+}
+
+// ParseRetryAfter reads an HTTP Retry-After value (delay-seconds or an
+// HTTP-date, RFC 9110 section 10.2.3) as a wait from now; zero when it is
+// absent, malformed or past, and at most a day.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, 86400)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), 24*time.Hour)
+	}
+	return 0
 }

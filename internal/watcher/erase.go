@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentclock/clockwork/internal/breaker"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -51,7 +52,7 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (Erased, error
 			}
 			if typ != "" {
 				deleted++
-				if typ != store.TypeClaim { // a send's marker, not the agent's data
+				if typ != store.TypeClaim && typ != breaker.TypeCircuit { // delivery state, not the agent's data
 					out[typ]++
 				}
 			}

@@ -20,6 +20,7 @@ import (
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
 //	send claim    A#<agent>    DC#<expectationId>#<replays>.<attempts>   (store.Claim; expires)
+//	circuit       A#<agent>    CIRCUIT             (package breaker; while lapse tasks to it fail; expires)
 //
 // Lookup indexes (store.Lookups: entry items in the table, written in the
 // same commit as the expectation and read consistently, because decisions
@@ -70,6 +71,10 @@ const (
 func esc(s string) string { return store.KeyPart(s) }
 
 func agentPK(agent string) string { return "A#" + esc(agent) }
+
+// CircuitKey is the key of the circuit of an agent's A2A endpoint (see
+// package breaker): there while lapse tasks to it are failing.
+func CircuitKey(agent string) store.Key { return store.Key{PK: agentPK(agent), SK: "CIRCUIT"} }
 
 // CardKey is the key of an agent's card.
 func CardKey(agent string) store.Key { return store.Key{PK: agentPK(agent), SK: "CARD"} }
