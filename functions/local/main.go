@@ -69,6 +69,7 @@ func run() error {
 	clockARN := flag.String("clock-function-arn", "arn:aws:lambda:us-east-1:000000000000:function:clockwork-clock", "AWS mode: Scheduler target")
 	roleARN := flag.String("scheduler-role-arn", "arn:aws:iam::000000000000:role/clockwork-scheduler", "AWS mode: role Scheduler assumes")
 	timerQueue := flag.String("timer-queue", "", `AWS mode: SQS timer queue of the clock (default <table>-timers; created if missing, with <name>-dlq); "off": one schedule per instant, whose early fires are lost`)
+	gradingQueue := flag.String("grading-queue", "", `AWS mode: SQS queue of grading jobs, which the grader function consumes (default <table>-grading; created if missing, with <name>-dlq); "off": HEURISTIC criteria graded by a model judge stay PENDING`)
 	precision := flag.Duration("scheduler-precision", 60*time.Second, "AWS mode: the Scheduler firing precision the clock plans for and the emulated Scheduler has")
 	schedulerFaults := flag.Bool("scheduler-faults", false, "AWS mode: the emulated Scheduler fires each schedule anywhere from precision-1s early to precision late, a fifth twice, one in twenty never")
 	tlsCert := flag.String("tls-cert", "", "PEM certificate (chain) to serve HTTPS with; reloaded when the file changes")
@@ -175,6 +176,23 @@ func run() error {
 			}
 			queueURL = q.URL
 		}
+		// The grading queue, as the stack creates it: without it a model
+		// judge is never called.
+		var gradingURL string
+		if *gradingQueue == "" {
+			*gradingQueue = *table + "-grading"
+		}
+		if *gradingQueue != "off" {
+			ac, err := awsrt.AWSConfig(context.Background(), awsrt.Config{Endpoint: *awsEndpoint})
+			if err != nil {
+				return err
+			}
+			q, err := awsrt.CreateGradingQueue(context.Background(), awsclient.NewSQSSender(ac), *gradingQueue)
+			if err != nil {
+				return err
+			}
+			gradingURL = q.URL
+		}
 		// Outbound credentials are sealed with a KMS key: the one named by
 		// CREDENTIALS_KEY_ID, else one the local AWS mode creates (or finds)
 		// as alias/<table>-credentials, as it creates the table and queues.
@@ -189,7 +207,7 @@ func run() error {
 			}
 		}
 		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
-			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, SchedulerPrecision: *precision,
+			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, GradingQueueURL: gradingURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,

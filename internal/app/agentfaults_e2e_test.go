@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/outbox"
 )
 
 // agentLink is a loopback TCP forwarder in front of a test agent, so the
@@ -266,5 +267,68 @@ func scenarioAgentDownSlowThenBack(t *testing.T) {
 	}
 	if link.connections() == 0 {
 		t.Fatal("no lapse task went through the link")
+	}
+}
+
+// scenarioAgentDownThenBack covers an agent that is down (connections
+// refused) for eight seconds, under the default retry policy (a day's
+// window, waits growing with the time spent failing): the lapse is
+// attempted while it is down, a restart (embedded) or the loss of every
+// timer message for a while (AWS: the sweep finds the record) changes
+// nothing, and the task reaches the agent once, within about the outage's
+// length of its return. (The same at 90 s, 10 min and 1 h, on a simulated
+// clock: outbox.TestAgentBackAfterAnOutageGetsItsTask.)
+func scenarioAgentDownThenBack(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.Outbox = outbox.Options{} })
+	var link *agentLink
+	ag := register(t, e, "1.0", func(card map[string]any) {
+		iface := card["supportedInterfaces"].([]any)[0].(map[string]any)
+		u, err := url.Parse(iface["url"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		link = newAgentLink(t, u.Host)
+		u.Host = link.addr
+		iface["url"] = u.String()
+	})
+	const outage = 8 * time.Second
+	link.down()
+	down := time.Now()
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("redeployed", ts(100*time.Millisecond)))))
+	e.waitRecord(agentID, "redeployed", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.Attempts >= 1 })
+	time.Sleep(2 * time.Second)
+	if e.aws {
+		e.loseTimerMessages.Store(true)
+		time.Sleep(3 * time.Second)
+		e.loseTimerMessages.Store(false)
+	} else {
+		e.stop()
+		e.restart()
+	}
+	mid := e.record(agentID, "redeployed").Delivery
+	if mid.DeadLettered || mid.DeliveredAt != "" || mid.LastErrorClass != "unreachable" || mid.FailingSince == "" || mid.NextAttemptAt == "" {
+		t.Fatalf("while the agent is down: %+v", mid)
+	}
+	time.Sleep(time.Until(down.Add(outage)))
+	link.up()
+	back := time.Now()
+	var rec *expect.Record
+	for deadline := back.Add(outage + 20*time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if rec = e.record(agentID, "redeployed"); rec.LapseTaskID != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not delivered %s after the agent was back: %+v", time.Since(back), rec.Delivery)
+		}
+	}
+	at, _ := expect.ParseTime(rec.Delivery.DeliveredAt)
+	t.Logf("down %s: delivered %s after the agent was back, after %d failed attempts", outage, at.Sub(back).Round(10*time.Millisecond), rec.Delivery.Attempts-1)
+	if d := rec.Delivery; d.DeadLettered || d.Attempts < 2 || d.LastError != "" || d.LastErrorClass != "" || d.WaitingForProbe {
+		t.Fatalf("delivered: %+v", d)
+	}
+	got := ag.WaitFor(1, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(ag.Received()); n != 1 || got[0].MessageID != rec.Delivery.MessageID {
+		t.Fatalf("the agent received %d messages", n)
 	}
 }

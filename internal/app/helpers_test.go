@@ -56,9 +56,12 @@ type testEnv struct {
 	// (LocalOptions.LoseGradingJobs).
 	gradingQueue    string
 	loseGradingJobs atomic.Bool
-	rt              *awsrt.Runtime
-	local           *awsrt.Local
-	kmsKey          string // seals outbound credentials (moto's KMS)
+	// loseTimerMessages: while set the timer queue's poller loses every
+	// message (AWS mode).
+	loseTimerMessages atomic.Bool
+	rt                *awsrt.Runtime
+	local             *awsrt.Local
+	kmsKey            string // seals outbound credentials (moto's KMS)
 }
 
 // The AWS mode runs with Scheduler's one-minute precision scaled down to
@@ -220,6 +223,7 @@ func (e *testEnv) restartAWS() {
 	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{
 		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults,
 		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4, LoseGradingJobs: e.loseGradingJobs.Load,
+		LoseTimerMessages: e.loseTimerMessages.Load,
 	})
 	if err != nil {
 		e.t.Fatal(err)

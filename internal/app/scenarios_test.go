@@ -41,6 +41,7 @@ var scenarios = []struct {
 	{"A2AEndpoint", scenarioA2AEndpoint},
 	{"DeliveryRetriesDeadLetterAndReplay", scenarioDeliveryRetriesDeadLetterAndReplay},
 	{"AgentDownSlowThenBack", scenarioAgentDownSlowThenBack},
+	{"AgentDownThenBack", scenarioAgentDownThenBack},
 	{"KeepsTimeAgentsAreNotSent", scenarioKeepsTimeAgentsAreNotSent},
 	{"OutboundGuardRefusesLoopbackAgents", scenarioOutboundGuardRefusesLoopbackAgents},
 	{"RestartFiresMissedInstantsAndDeliversOnce", scenarioRestartFiresMissedInstantsAndDeliversOnce},

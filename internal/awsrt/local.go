@@ -50,6 +50,11 @@ type LocalOptions struct {
 	// dead-lettered or expired is lost to the grader; the sweep's repair
 	// must find their jobs (tests).
 	LoseGradingJobs func() bool
+	// LoseTimerMessages, while it returns true, makes the timer queue's
+	// poller lose every message (deleted unhandled), as a message
+	// dead-lettered or expired is lost to the clock; the sweep must find
+	// the instants and deliveries they carried (tests).
+	LoseTimerMessages func() bool
 }
 
 // Local runs what AWS runs around the functions, against an emulator:
@@ -137,7 +142,7 @@ func StartLocal(rt *Runtime, opt LocalOptions) (*Local, error) {
 	for _, q := range []struct {
 		url, function string
 		handle        func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
-	}{{rt.Config.TimerQueueURL, "clock", rt.HandleTimerQueue}, {rt.Config.GradingQueueURL, "grader", losing(opt.LoseGradingJobs, rt.HandleGrading)}} {
+	}{{rt.Config.TimerQueueURL, "clock", losing(opt.LoseTimerMessages, rt.HandleTimerQueue)}, {rt.Config.GradingQueueURL, "grader", losing(opt.LoseGradingJobs, rt.HandleGrading)}} {
 		if q.url == "" {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/retry"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -35,6 +36,10 @@ type JudgeAttempts struct {
 	NextAt string `json:"next_at"`
 	// LastError says why the last attempt failed.
 	LastError string `json:"last_error,omitempty"`
+	// FailingSince is when the first attempt failed (RFC 3339): the waits
+	// grow with the time spent failing (retry.Policy), so a judge that is
+	// back after an outage of length T is tried again within T.
+	FailingSince string `json:"failing_since,omitempty"`
 }
 
 // gradingClaimKey is the key of the claim on one attempt at a criterion
@@ -62,12 +67,14 @@ type Grader interface {
 
 // JudgeRetry bounds the attempts at one criterion.
 type JudgeRetry struct {
-	// Attempts is the most judge calls one criterion gets (default 8).
+	// Attempts is the most judge calls one criterion gets (default 20).
 	Attempts int
-	// Base is the wait after the first failure, doubled after each
-	// further one (default 30 s), up to Max (default 15 min). The
-	// defaults span about 45 minutes, so a judge that is down for half an
-	// hour still grades.
+	// Base and Max bound the waits between attempts (defaults 5 s and
+	// 15 min): each wait is drawn below the time spent failing so far
+	// (retry.Policy), at least Base, at most Max, so a judge back after an
+	// outage of length T is tried again within about T. The defaults
+	// span about an hour of outage; a criterion is given up after a day
+	// whatever its count.
 	Base, Max time.Duration
 	// CallTimeout bounds one judge call (default 60 s; the judge clients
 	// time out at 30 s themselves).
@@ -76,10 +83,10 @@ type JudgeRetry struct {
 
 func (r JudgeRetry) withDefaults() JudgeRetry {
 	if r.Attempts <= 0 {
-		r.Attempts = 8
+		r.Attempts = 20
 	}
 	if r.Base <= 0 {
-		r.Base = 30 * time.Second
+		r.Base = 5 * time.Second
 	}
 	if r.Max <= 0 {
 		r.Max = 15 * time.Minute
@@ -90,30 +97,33 @@ func (r JudgeRetry) withDefaults() JudgeRetry {
 	return r
 }
 
-// wait returns how long to wait after the n-th failure (n >= 1).
-func (r JudgeRetry) wait(n int) time.Duration {
-	d := r.Base
-	for i := 1; i < n && d < r.Max; i++ {
-		d *= 2
-	}
-	return min(d, r.Max)
+// policy is the retry policy of judge calls.
+func (r JudgeRetry) policy() retry.Policy {
+	return retry.Policy{For: 24 * time.Hour, Base: r.Base, Ceiling: r.Max, MaxAttempts: r.Attempts}
 }
 
 // afterFailure decides what a failed judge call does to a criterion's
 // grading state: another attempt later (next), or none (a reason to leave
 // the criterion pending with). An answer that cannot be a grade is not
 // retried; anything else is, until the attempts run out.
-func afterFailure(st JudgeAttempts, err error, now time.Time, r JudgeRetry) (next *JudgeAttempts, reason string) {
+// key names the criterion in the waits' jitter.
+func afterFailure(key string, st JudgeAttempts, err error, now time.Time, r JudgeRetry) (next *JudgeAttempts, reason string) {
 	msg := clipReason(err.Error())
 	if errors.Is(err, anticipate.ErrNotAGrade) {
 		return nil, msg
 	}
 	st.Attempts++
-	if st.Attempts >= r.Attempts {
+	since := now
+	if t, perr := expect.ParseTime(st.FailingSince); perr == nil && st.FailingSince != "" {
+		since = t
+	}
+	d := r.policy().AfterFailure(key, st.Attempts, since, now, retry.Failure{Class: retry.Unknown})
+	if d.Dead {
 		return nil, fmt.Sprintf("the model judge failed %d attempts; the last: %s", st.Attempts, msg)
 	}
 	st.LastError = msg
-	st.NextAt = expect.FormatTime(now.Add(r.wait(st.Attempts)))
+	st.FailingSince = expect.FormatTime(since)
+	st.NextAt = expect.FormatTime(d.Next)
 	return &st, ""
 }
 
@@ -251,7 +261,7 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 	switch {
 	case req == nil:
 	case judgeErr != nil:
-		out.next, out.reason = afterFailure(seen, judgeErr, s.now(), s.retry)
+		out.next, out.reason = afterFailure(job.VerificationID+"/"+job.CriterionID, seen, judgeErr, s.now(), s.retry)
 	default:
 		out.resp = resp
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 	"github.com/agentclock/clockwork/internal/store/bolt"
 )
@@ -179,8 +180,9 @@ func TestVerifyMakesNoJudgeCall(t *testing.T) {
 
 // TestGradingOutlivesAJudgeOutage: the judge hangs for its first three
 // attempts at every criterion; each job then asks to come back after a
-// doubling wait, and once the judge is back every criterion is graded, the
-// VERIFY a new signed version and out of the grading index.
+// wait below the time spent failing (at least Base, at most Max), and once
+// the judge is back every criterion is graded, the VERIFY a new signed
+// version and out of the grading index.
 func TestGradingOutlivesAJudgeOutage(t *testing.T) {
 	ctx := context.Background()
 	judge := &scriptedJudge{}
@@ -193,16 +195,21 @@ func TestGradingOutlivesAJudgeOutage(t *testing.T) {
 	}
 	before := onlyVerification(t, svc, agent)
 	jobs := q.take()
-	for round, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+	start := clock.Now()
+	for round := range 3 {
 		var next []GradeJob
+		var wait time.Duration
+		ceiling := min(max(clock.Now().Sub(start), retry.Base), retry.Max)
 		for _, j := range jobs {
 			at, err := svc.GradeCriterion(ctx, j)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := at.Sub(clock.Now()); got != wait {
-				t.Fatalf("round %d: %s comes back after %s, want %s", round, j.CriterionID, got, wait)
+			got := at.Sub(clock.Now())
+			if got < retry.Base/10 || got > ceiling {
+				t.Fatalf("round %d: %s comes back after %s, want within [%s, %s]", round, j.CriterionID, got, retry.Base/10, ceiling)
 			}
+			wait = max(wait, got)
 			// Early, the job does nothing and names its time again.
 			if again, err := svc.GradeCriterion(ctx, j); err != nil || !again.Equal(at) {
 				t.Fatalf("an early job: %v %v", again, err)
@@ -321,31 +328,38 @@ func TestAfterFailure(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		attempts int
+		since    time.Time // the first failure (zero: none yet)
 		err      error
-		wantNext time.Duration // 0: no next attempt
+		// the next attempt's bounds after now (0, 0: none)
+		from, to time.Duration
 		reason   string
 	}{
-		{"first failure", 0, transient, 30 * time.Second, ""},
-		{"doubles", 1, transient, 60 * time.Second, ""},
-		{"capped", 2, transient, 90 * time.Second, ""},
-		{"last attempt", 3, transient, 0, "the model judge failed 4 attempts; the last: judge unreachable"},
-		{"not a grade", 0, fmt.Errorf("x: %w", anticipate.ErrNotAGrade), 0, "x: the judge's answer is not a grade"},
+		{"first failure: below Base", 0, time.Time{}, transient, 3 * time.Second, 30 * time.Second, ""},
+		{"below the time spent failing", 1, now.Add(-time.Minute), transient, 3 * time.Second, time.Minute, ""},
+		{"capped at Max", 2, now.Add(-time.Hour), transient, 3 * time.Second, 90 * time.Second, ""},
+		{"last attempt", 3, now.Add(-time.Hour), transient, 0, 0, "the model judge failed 4 attempts; the last: judge unreachable"},
+		{"not a grade", 0, time.Time{}, fmt.Errorf("x: %w", anticipate.ErrNotAGrade), 0, 0, "x: the judge's answer is not a grade"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			next, reason := afterFailure(JudgeAttempts{Attempts: c.attempts}, c.err, now, r)
+			st := JudgeAttempts{Attempts: c.attempts}
+			if !c.since.IsZero() {
+				st.FailingSince = expect.FormatTime(c.since)
+			}
+			next, reason := afterFailure("v/c", st, c.err, now, r)
 			if reason != c.reason {
 				t.Fatalf("reason %q, want %q", reason, c.reason)
 			}
-			if c.wantNext == 0 {
+			if c.to == 0 {
 				if next != nil {
 					t.Fatalf("next %+v, want none", next)
 				}
 				return
 			}
-			if next == nil || next.NextAt != now.Add(c.wantNext).Format(time.RFC3339Nano) && next.NextAt != now.Add(c.wantNext).Format(time.RFC3339) {
-				t.Fatalf("next %+v, want in %s", next, c.wantNext)
+			at, err := expect.ParseTime(next.NextAt)
+			if err != nil || at.Before(now.Add(c.from)) || at.After(now.Add(c.to)) {
+				t.Fatalf("next %+v, want within [%s, %s]", next, c.from, c.to)
 			}
-			if next.Attempts != c.attempts+1 || next.LastError != "judge unreachable" {
+			if next.Attempts != c.attempts+1 || next.LastError != "judge unreachable" || next.FailingSince == "" {
 				t.Fatalf("next %+v", next)
 			}
 		})
