@@ -410,8 +410,8 @@ func TestConsole(t *testing.T) {
 	})
 	b.open(console + "#/deadletters")
 	reason := b.wait("the dead letter", `(() => { const r = document.querySelector('tr[data-id="inv-50-paid"] .reason'); return r && r.textContent; })()`)
-	if !strings.Contains(reason, "503") {
-		t.Errorf("dead letter reason %q does not name the agent's answer", reason)
+	if !strings.Contains(reason, "503") || !strings.Contains(reason, "[server-error]") {
+		t.Errorf("dead letter reason %q does not name the agent's answer and its class", reason)
 	}
 	b.shot("deadletters-desktop.png", 1440, 900)
 	e.down.FailNext(0, 0)

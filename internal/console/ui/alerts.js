@@ -43,7 +43,7 @@ export async function alertsPage(ctx) {
           await loadDead();
         } catch (e) { btn.disabled = false; note.replaceChildren(errorBox(e)); }
       } }, 'Replay');
-      return { attrs: { 'data-id': n.id }, cells: [code(n.channelId), code(n.agentId), n.event.type, String(n.attempts || 0), h('span', { class: 'reason' }, n.lastError || ''), btn] };
+      return { attrs: { 'data-id': n.id }, cells: [code(n.channelId), code(n.agentId), n.event.type, String(n.attempts || 0), h('span', { class: 'reason' }, (n.lastErrorClass ? '[' + n.lastErrorClass + '] ' : '') + (n.lastError || '')), btn] };
     })) : h('p', { class: 'muted', id: 'no-notification-deadletters' }, 'No dead notifications.'));
   }
   await loadDead();

@@ -147,7 +147,7 @@ async function deadLettersPage(ctx) {
           code(r.agentId),
           h('a', { href: '#/agents/' + enc(r.agentId) + '/expectations/' + enc(r.expectation.expectationId) }, r.expectation.expectationId),
           badge((r.lapse || {}).lapse || 'lapsed', 'lapsed'), fmtTime((r.lapse || {}).lapsedAt), String(d.attempts || 0),
-          h('span', { class: 'reason' }, d.lastError || ''), btn] };
+          h('span', { class: 'reason' }, (d.lastErrorClass ? '[' + d.lastErrorClass + '] ' : '') + (d.lastError || '')), btn] };
       })) : h('p', { class: 'muted', id: 'no-deadletters' }, 'No dead letters.'));
   }
   await load();

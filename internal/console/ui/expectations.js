@@ -58,7 +58,7 @@ export function timelineEvents(r, now) {
   const d = r.delivery;
   if (d) {
     if (d.deliveredAt) add('delivery', ms(d.deliveredAt), 'delivered', 'attempt ' + (d.attempts || 1) + (r.lapseTaskId ? ', lapse task ' + r.lapseTaskId : '') + (d.activated === false ? ', extension not echoed' : ''));
-    if (d.nextAttemptAt && !d.deliveredAt && !d.deadLettered) add('attempt', ms(d.nextAttemptAt), 'next attempt', 'after ' + (d.attempts || 0) + ' failed: ' + (d.lastError || ''));
+    if (d.nextAttemptAt && !d.deliveredAt && !d.deadLettered) add('attempt', ms(d.nextAttemptAt), d.waitingForProbe ? 'next attempt, after the agent\'s probe' : 'next attempt', 'after ' + (d.attempts || 0) + ' failed' + (d.lastErrorClass ? ' (' + d.lastErrorClass + ')' : '') + ': ' + (d.lastError || ''));
   }
   add('withdrawn', ms(r.withdrawnAt), 'withdrawn', r.withdrawnReason || '');
   ev.sort((a, b) => a.at - b.at);
@@ -113,7 +113,9 @@ export function article(r, now, open, onToggle) {
         'messageId ', code(d.messageId || ''), ', attempts ' + (d.attempts || 0),
         d.deliveredAt ? ', delivered ' + fmtTime(d.deliveredAt) : '', d.deadLettered ? ', dead-lettered' : '', d.suppressed ? ', suppressed (agent keeps time)' : '',
         d.activated === false ? ', the agent did not echo the extension' : ''] : ''],
-      ['last error', d.lastError || ''],
+      ['last error', d.lastError ? (d.lastErrorClass ? '[' + d.lastErrorClass + '] ' : '') + d.lastError : ''],
+      ['next attempt', d.nextAttemptAt && !d.deliveredAt && !d.deadLettered ? fmtTime(d.nextAttemptAt) + (d.waitingForProbe ? ' (the agent is down: waiting for its probe)' : '') +
+        (d.failingSince ? '; failing since ' + fmtTime(d.failingSince) : '') : ''],
       ['withdrawn', r.withdrawnReason || ''],
       ['expires', r.expiresAt ? fmtTime(r.expiresAt) + ' (' + fmtRel(ms(r.expiresAt), now) + '; deleted then, as -retain-expectations says)' : ''],
     ]));
