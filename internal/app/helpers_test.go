@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/store"
 
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/awsops"
@@ -59,9 +60,13 @@ type testEnv struct {
 	// loseTimerMessages: while set the timer queue's poller loses every
 	// message (AWS mode).
 	loseTimerMessages atomic.Bool
-	rt                *awsrt.Runtime
-	local             *awsrt.Local
-	kmsKey            string // seals outbound credentials (moto's KMS)
+	// discardStream, when set, makes the stream poller discard the
+	// records it returns true for (AWS mode), as Lambda does after a
+	// record's retries or maximum age.
+	discardStream func(store.Change) bool
+	rt            *awsrt.Runtime
+	local         *awsrt.Local
+	kmsKey        string // seals outbound credentials (moto's KMS)
 }
 
 // The AWS mode runs with Scheduler's one-minute precision scaled down to
@@ -77,6 +82,9 @@ const (
 	// awsTestGradingRepairAfter is how late a grading job is before the
 	// sweep puts it back on the grading queue.
 	awsTestGradingRepairAfter = 3 * time.Second
+	// awsTestEffectsRepairAfter is how old a change's effect marker is
+	// before the sweep redoes its effects (deployed: 5 minutes).
+	awsTestEffectsRepairAfter = 3 * time.Second
 )
 
 // backendKind selects the backend startEnv starts ("embedded" or "aws").
@@ -120,8 +128,18 @@ func testAuth(t *testing.T) *auth.Authenticator {
 	return a
 }
 
-// startEnv starts the embedded runtime on a fresh data directory.
+// startEnv starts the runtime (backendKind's) on a fresh data directory.
 func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
+	t.Helper()
+	e := newEnv(t, mut...)
+	e.restart()
+	t.Cleanup(e.stop)
+	return e
+}
+
+// newEnv is startEnv without the start, for a test that sets more of the
+// environment first.
+func newEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, dir: t.TempDir(), aws: backendKind == "aws"}
 	e.cfg = Config{
@@ -140,8 +158,6 @@ func startEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 	for _, m := range mut {
 		m(&e.cfg)
 	}
-	e.restart()
-	t.Cleanup(e.stop)
 	return e
 }
 
@@ -204,7 +220,7 @@ func (e *testEnv) restartAWS() {
 	// then, every one of them reads (awsops.Init).
 	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
 		TimerQueueURL: e.timerQueue, GradingQueueURL: e.gradingQueue, JudgeRetry: e.cfg.JudgeRetry, GradingRepairAfter: awsTestGradingRepairAfter,
-		SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter,
+		SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter, EffectsRepairAfter: awsTestEffectsRepairAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",
 		TokensJSON: tokensJSON(e.t), AllowPrivateAgents: e.cfg.AllowPrivateAgents, MaxLineage: e.cfg.Rules.MaxLineage, DeliveryAttempts: attempts,
@@ -220,8 +236,17 @@ func (e *testEnv) restartAWS() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	faults := awsStreamFaults
+	if e.discardStream != nil {
+		f := awsrt.StreamFaults{}
+		if faults != nil {
+			f = *faults
+		}
+		f.Discard = e.discardStream
+		faults = &f
+	}
 	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{
-		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: awsStreamFaults,
+		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: faults,
 		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4, LoseGradingJobs: e.loseGradingJobs.Load,
 		LoseTimerMessages: e.loseTimerMessages.Load,
 	})

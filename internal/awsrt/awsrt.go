@@ -75,6 +75,9 @@ type Config struct {
 	// GradingRepairAfter is how late a grading job must be before the
 	// sweep enqueues it again (default DefaultGradingRepairAfter).
 	GradingRepairAfter time.Duration
+	// EffectsRepairAfter is how old a change's effect marker must be
+	// before the sweep redoes its effects (default DefaultEffectsRepairAfter).
+	EffectsRepairAfter time.Duration
 	// SchedulerPrecision is Scheduler's firing precision (default 60 s);
 	// the local AWS mode scales it down, with its emulated Scheduler, so
 	// that tests stay fast.
@@ -501,7 +504,7 @@ func (r *Runtime) startWorkers() {
 	}
 	r.Notify.SetEnqueuer(notifyQueue{r})
 	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
-		Alerts: r.Notify, Metrics: cfg.Metrics}
+		Alerts: r.Notify, Metrics: cfg.Metrics, Markers: r.Store}
 }
 
 func (r *Runtime) authenticator(ctx context.Context) (*auth.Authenticator, error) {

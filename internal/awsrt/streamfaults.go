@@ -23,17 +23,22 @@ import (
 //   - A stream function that times out mid-batch has processed part of it
 //     and checkpointed nothing: Lambda hands it the whole batch again. Cut
 //     is the fraction of batches cut off that way.
+//   - Lambda discards a record after its retries or its maximum age (to
+//     the on-failure destination, which names it but does not bring its
+//     effects about). Discard, when set, drops every record it returns
+//     true for, acknowledged as processed.
 type StreamFaults struct {
 	Reorder   bool
 	Duplicate float64
 	Cut       float64
+	Discard   func(store.Change) bool
 	// Seed seeds the random choices; zero seeds from the clock.
 	Seed uint64
 }
 
 // StreamFaultCounts counts the faults a poller injected.
 type StreamFaultCounts struct {
-	Reordered, Duplicated, Cut int64
+	Reordered, Duplicated, Cut, Discarded int64
 }
 
 // faultyFeed is the poller's FeedReader with StreamFaults. It relies on
@@ -47,7 +52,7 @@ type faultyFeed struct {
 	rng    *rand.Rand
 	maxSeq string // the highest Seq of the batch handed out
 	cut    bool   // the batch handed out was cut off: drop its ack
-	counts struct{ reordered, duplicated, cut atomic.Int64 }
+	counts struct{ reordered, duplicated, cut, discarded atomic.Int64 }
 }
 
 func newFaultyFeed(fr store.FeedReader, f StreamFaults) *faultyFeed {
@@ -79,6 +84,24 @@ func (ff *faultyFeed) ReadFeed(ctx context.Context, limit int) ([]store.Change, 
 		if seqAfter(ch.Seq, ff.maxSeq) {
 			ff.maxSeq = ch.Seq
 		}
+	}
+	if ff.f.Discard != nil {
+		kept := make([]store.Change, 0, len(chs))
+		for _, ch := range chs {
+			if ff.f.Discard(ch) {
+				ff.counts.discarded.Add(1)
+				continue
+			}
+			kept = append(kept, ch)
+		}
+		if len(kept) == 0 {
+			// Nothing left to process: acknowledged here, as Lambda
+			// moves past what it discarded.
+			seq := ff.maxSeq
+			ff.maxSeq = ""
+			return nil, ff.FeedReader.AckFeed(ctx, seq)
+		}
+		chs = kept
 	}
 	out := chs
 	if ff.f.Reorder {
@@ -148,5 +171,5 @@ func (ff *faultyFeed) AckFeed(ctx context.Context, _ string) error {
 }
 
 func (ff *faultyFeed) snapshot() StreamFaultCounts {
-	return StreamFaultCounts{Reordered: ff.counts.reordered.Load(), Duplicated: ff.counts.duplicated.Load(), Cut: ff.counts.cut.Load()}
+	return StreamFaultCounts{Reordered: ff.counts.reordered.Load(), Duplicated: ff.counts.duplicated.Load(), Cut: ff.counts.cut.Load(), Discarded: ff.counts.discarded.Load()}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/agentclock/clockwork/internal/awsclient"
+	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
@@ -66,7 +67,7 @@ func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (an
 		return r.HandleTimerQueue(ctx, ev)
 	case probe.Action == SweepAction:
 		res, err := r.Sweep(ctx)
-		r.Log.Info("sweep", "ticked", res.Ticked, "deliveries", res.Deliveries, "truncated", res.Truncated, "err", err)
+		r.Log.Info("sweep", "ticked", res.Ticked, "deliveries", res.Deliveries, "effects", res.Effects, "truncated", res.Truncated, "err", err)
 		return res, err
 	case probe.Action != "":
 		r.Log.Error("clock event with an unknown action", "action", probe.Action)
@@ -157,7 +158,16 @@ type SweepResult struct {
 	// Grading counts the grading jobs put back on the grading queue
 	// because they were late past Config.GradingRepairAfter.
 	Grading int `json:"grading,omitempty"`
+	// Effects counts the changes whose effects were redone because their
+	// marker was older than Config.EffectsRepairAfter (the stream record
+	// was lost or is still failing).
+	Effects int `json:"effects,omitempty"`
 }
+
+// DefaultEffectsRepairAfter is how old an effect marker must be before
+// the sweep redoes its change's effects: past the stream function's
+// normal lag, so that the sweep rarely duplicates its work.
+const DefaultEffectsRepairAfter = 5 * time.Minute
 
 // sweepMargin is how long before the function's deadline the sweep stops
 // taking on more work, so that it ends cleanly (and the outbox half runs)
@@ -201,8 +211,32 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			after = DefaultGradingRepairAfter
 		}
 		res.Grading, err = r.Eval.RepairGrading(ctx, g, after, MaxSweepRecords)
+		if err != nil || nearDeadline(ctx) {
+			return res, err
+		}
 	}
+	// The changes whose effects their stream record did not bring about
+	// (discarded after its retries or maximum age, or still failing).
+	res.Effects, err = r.RepairEffects(ctx)
 	return res, err
+}
+
+// RepairEffects redoes, as the stream function would, the effects of the
+// changes whose marker is older than Config.EffectsRepairAfter (at most
+// MaxSweepRecords), and returns how many it redid.
+func (r *Runtime) RepairEffects(ctx context.Context) (int, error) {
+	after := r.Config.EffectsRepairAfter
+	if after <= 0 {
+		after = DefaultEffectsRepairAfter
+	}
+	now := r.Watcher.Now()
+	start := int(now.Unix()/60) % effects.Shards
+	n, err := effects.Repair(ctx, r.Store, now.Add(-after), start, MaxSweepRecords, r.HandleChange)
+	if n > 0 {
+		r.Log.Warn("sweep: redid the effects of changes the stream did not process", "changes", n)
+		metrics.Or(r.Config.Metrics).Record(metrics.EffectsRepaired, float64(n))
+	}
+	return n, err
 }
 
 // sweepNotifications puts back on the timer queue the notifications whose

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -149,6 +150,10 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c 
 		tx.Put(evItem)
 		tx.Put(idItem)
 		tx.Put(exItem)
+		// PLAN_COMPLETE's VERIFY must not depend on the feed alone.
+		if err := effects.Stage(tx, exItem.Key, ex.version+1, s.now(), effects.Of(TypeExecution, nil, exItem.Data)); err != nil {
+			return err
+		}
 		out = Appended{ev.EventID, digest, seq}
 		return nil
 	})

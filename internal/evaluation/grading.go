@@ -408,7 +408,7 @@ func (s *Service) updateVerification(ctx context.Context, vid string, fn func(cu
 			return err
 		}
 		tx.Put(item)
-		return nil
+		return markVerification(tx, it, item, s.now())
 	})
 }
 

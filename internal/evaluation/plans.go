@@ -113,7 +113,7 @@ func loadExecution(ctx context.Context, tx *store.Tx, agentID, planID string) (e
 				return nil, false, err
 			}
 			if ex.Owner() == agentID {
-				ex.pk = legacyExecutionPK(planID)
+				ex.pk, ex.version = legacyExecutionPK(planID), it.Version
 				return ex, true, nil
 			}
 			ok = false
@@ -125,7 +125,7 @@ func loadExecution(ctx context.Context, tx *store.Tx, agentID, planID string) (e
 	if ex, err = decode[Execution](it); err != nil {
 		return nil, false, err
 	}
-	ex.pk = pk
+	ex.pk, ex.version = pk, it.Version
 	return ex, true, nil
 }
 

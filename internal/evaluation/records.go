@@ -178,8 +178,10 @@ type Execution struct {
 	Aggregate anticipate.Aggregate `json:"aggregate"`
 
 	// pk is the partition the execution was read from (executionPK, or
-	// legacyExecutionPK for an execution stored before namespacing).
-	pk string
+	// legacyExecutionPK for an execution stored before namespacing);
+	// version the store version it was read at (0: new).
+	pk      string
+	version int64
 }
 
 // Owner is the agent that owns the execution.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
+	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -127,7 +129,14 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		if err != nil {
 			return wrap(err)
 		}
-		err = s.store.Commit(ctx, []store.Write{store.PutIfAbsent(item)})
+		writes := []store.Write{store.PutIfAbsent(item)}
+		// A failing verdict's alerts must not depend on the feed alone.
+		if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
+			return wrap(err)
+		} else if ok {
+			writes = append(writes, w)
+		}
+		err = s.store.Commit(ctx, writes)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return wrap(err)
 		}
@@ -273,6 +282,9 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 			return err
 		}
 		tx.Put(item)
+		if err := markVerification(tx, it, item, s.now()); err != nil {
+			return err
+		}
 		out = v
 		return nil
 	})
@@ -280,6 +292,12 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 		s.metrics.Record(metrics.Grades, 1, string(out.Verdict))
 	}
 	return out, wrap(err)
+}
+
+// markVerification stages the marker of a VERIFY's change from old to
+// next when it calls for effects (a verdict that became FAIL alerts).
+func markVerification(tx *store.Tx, old, next store.Item, at time.Time) error {
+	return effects.Stage(tx, next.Key, old.Version+1, at, effects.Of(TypeVerification, old.Data, next.Data))
 }
 
 // HandleChange runs VERIFY when an execution's PLAN_COMPLETE is committed

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -34,9 +35,10 @@ type Outbox interface {
 	Enqueue(agentID, expectationID string)
 }
 
-// Reanchorer re-anchors the dependents of a newly satisfied expectation.
+// Reanchorer re-anchors the dependents of a newly satisfied expectation
+// and reports whether it had any.
 type Reanchorer interface {
-	ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error
+	ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) (bool, error)
 }
 
 // TaskChecker withdraws a newly raised expectation whose origin task was
@@ -89,6 +91,10 @@ type Processor struct {
 	// processing; nil: none), on the clock Now (default time.Now).
 	Metrics metrics.Recorder
 	Now     func() time.Time
+	// Markers, when set, is the store whose effect markers (package
+	// effects) the processor clears once a change that called for effects
+	// has been processed; the sweep redoes those it does not clear.
+	Markers store.Store
 }
 
 // Handle processes one change. An error means the change must be retried.
@@ -109,8 +115,14 @@ func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
 		}
 		p.Metrics.Record(metrics.FeedLag, max(0, now.Sub(ch.At).Seconds()))
 	}
+	// A clock that fails (Scheduler throttled) holds up no other effect:
+	// its error retries the change after the alerts are made, which the
+	// retry then finds made.
+	var clockErr error
+	reanchored := false
 	if ch.Type() == watcher.TypeExpectation {
-		if err := p.expectation(ctx, ch); err != nil {
+		var err error
+		if reanchored, clockErr, err = p.expectation(ctx, ch); err != nil {
 			return err
 		}
 	} else if h, ok := p.Handlers[ch.Type()]; ok {
@@ -119,9 +131,31 @@ func (p *Processor) Handle(ctx context.Context, ch store.Change) error {
 		}
 	}
 	if p.Alerts != nil {
-		return p.Alerts.HandleChange(ctx, ch)
+		if err := p.Alerts.HandleChange(ctx, ch); err != nil {
+			return err
+		}
 	}
-	return nil
+	if clockErr != nil {
+		return clockErr
+	}
+	return p.clearMarker(ctx, ch, reanchored)
+}
+
+// clearMarker clears the effect marker of a change that called for
+// effects, now that they are done.
+func (p *Processor) clearMarker(ctx context.Context, ch store.Change, reanchored bool) error {
+	if p.Markers == nil || ch.New == nil {
+		return nil
+	}
+	var old []byte
+	if ch.Old != nil {
+		old = ch.Old.Data
+	}
+	kinds := effects.Of(ch.Type(), old, ch.New.Data)
+	if len(kinds) == 0 && !reanchored {
+		return nil
+	}
+	return effects.Clear(ctx, p.Markers, ch.Key, ch.New.Version)
 }
 
 func decode(it *store.Item) (*expect.Record, error) {
@@ -194,14 +228,17 @@ func minus(a, b []expect.Instant) []expect.Instant {
 	return out
 }
 
-func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
+// expectation processes an expectation's change. It reports whether the
+// change re-anchored dependents, and apart the clock's error, which the
+// caller returns after the change's other effects.
+func (p *Processor) expectation(ctx context.Context, ch store.Change) (reanchored bool, clockErr error, err error) {
 	oldR, err := decode(ch.Old)
 	if err != nil {
-		return err
+		return false, nil, err
 	}
 	newR, err := decode(ch.New)
 	if err != nil {
-		return err
+		return false, nil, err
 	}
 	// Schedule what the record needs that its previous image did not
 	// have; cancel what it no longer needs.
@@ -214,7 +251,7 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 		}
 		cur, err := p.current(ctx, ch, ref, newR)
 		if err != nil {
-			return err
+			return false, nil, err
 		}
 		now := instants(cur)
 		add = minus(now, instants(oldR))
@@ -235,15 +272,15 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	if p.Watcher != nil && newR != nil && newR.SatisfiedBy != nil && (oldR == nil || oldR.SatisfiedBy == nil) {
 		observed, err := expect.ParseTime(newR.ObservedAt)
 		if err != nil {
-			return fmt.Errorf("record %s/%s: observedAt: %w", newR.AgentID, newR.Expectation.ExpectationID, err)
+			return false, nil, fmt.Errorf("record %s/%s: observedAt: %w", newR.AgentID, newR.Expectation.ExpectationID, err)
 		}
-		if err := p.Watcher.ReanchorDependents(ctx, newR.AgentID, newR.Expectation.ExpectationID, observed); err != nil {
-			return err
+		if reanchored, err = p.Watcher.ReanchorDependents(ctx, newR.AgentID, newR.Expectation.ExpectationID, observed); err != nil {
+			return false, nil, err
 		}
 	}
 	if p.Tasks != nil && oldR == nil && newR != nil && newR.State == expect.StateOpen && newR.TaskID != "" {
 		if err := p.Tasks.WithdrawIfTaskCanceled(ctx, newR.AgentID, newR.TaskID, newR.Expectation.ExpectationID); err != nil {
-			return err
+			return false, nil, err
 		}
 	}
 	if newR != nil && p.Outbox != nil && watcher.PendingDelivery(newR) {
@@ -252,16 +289,16 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) error {
 	if p.Scheduler != nil {
 		if len(add) > 0 {
 			if err := p.Scheduler.Schedule(ctx, add); err != nil {
-				return err
+				return reanchored, err, nil
 			}
 		}
 		if len(del) > 0 {
 			if err := p.Scheduler.Cancel(ctx, del); err != nil {
-				return err
+				return reanchored, err, nil
 			}
 		}
 	}
-	return nil
+	return reanchored, nil, nil
 }
 
 // current reads the expectation's record as it is now (nil when there is

@@ -123,6 +123,8 @@ var (
 		Help: "Time from a change's commit to its processing by the change-feed processor (on AWS the stream record's creation time, which has one-second precision)."}
 	SweepSkipped = &Desc{Name: "clockwork_sweep_skipped_total", Kind: Counter, Unit: "Count",
 		Help: "Records the AWS clock's sweep could not process (an indexed item that is not a record, a chunk of ticks that kept failing), reported and left to the next run instead of aborting it."}
+	EffectsRepaired = &Desc{Name: "clockwork_effects_repaired_total", Kind: Counter, Unit: "Count",
+		Help: "Changes whose effects (VERIFY, alerts, re-anchoring) the sweep redid from their pending marker because the change feed had not done them within the margin (on AWS: a stream record discarded, or still failing)."}
 	RecordsExpired = &Desc{Name: "clockwork_records_expired_total", Kind: Counter, Unit: "Count", Labels: []string{"type"},
 		Help: "Items deleted because their retention ended (-retain-expectations, -retain-evidence), by item type (expectation, subject, notification, execution, event, verification, anticipation, lookup, ...); on AWS, DynamoDB TTL's deletions as the stream function sees them."}
 	StoreFileBytes = &Desc{Name: "clockwork_store_file_bytes", Kind: Gauge, Unit: "Bytes", EmbeddedOnly: true,
@@ -159,7 +161,7 @@ var (
 func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
-		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped,
+		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped, EffectsRepaired,
 		RecordsExpired, StoreFileBytes,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,

@@ -381,9 +381,12 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 // on anchorID to observedAt plus its offset (projectedDueAt never changes),
 // together in one commit; one whose new grace end has passed lapses at
 // once. It runs from the change feed when an expectation first records a
-// satisfying fact, so a fact itself costs only its own writes. Running it
-// twice changes nothing more.
-func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) error {
+// satisfying fact, so a fact itself costs only its own writes (and, when
+// dependents exist, the marker that makes the sweep redo this if the feed
+// loses the change: package effects). Running it twice changes nothing
+// more. It reports whether any expectation is anchored on anchorID.
+func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID string, observedAt time.Time) (bool, error) {
+	found := false
 	for {
 		more := false
 		err := s.update(ctx, agentID, func(st *txState) error {
@@ -393,6 +396,7 @@ func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID stri
 			if err != nil || len(deps) == 0 {
 				return err
 			}
+			found = true
 			anchor, err := st.record(anchorID)
 			if err != nil || anchor == nil {
 				return err
@@ -416,7 +420,7 @@ func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID stri
 			return st.stage()
 		})
 		if err != nil || !more {
-			return internal(err)
+			return found, internal(err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
@@ -18,8 +19,11 @@ type txState struct {
 	agent   string
 	records map[string]*expect.Record
 	// orig holds each record as first read (nil: there was none), to
-	// count the transitions of the commit.
+	// count the transitions of the commit; origData its stored JSON, to
+	// tell the effects the commit calls for (package effects).
 	orig     map[string]*expect.Record
+	origData map[string][]byte
+	store    store.Store
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
@@ -28,9 +32,9 @@ type txState struct {
 	retain time.Duration
 }
 
-func newTxState(ctx context.Context, tx *store.Tx, agent string, now time.Time, retain time.Duration) *txState {
-	return &txState{ctx: ctx, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, subjects: map[expect.Subject]*expect.SubjectRecord{},
-		now: now, retain: retain}
+func newTxState(ctx context.Context, s store.Store, tx *store.Tx, agent string, now time.Time, retain time.Duration) *txState {
+	return &txState{ctx: ctx, store: s, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, origData: map[string][]byte{},
+		subjects: map[expect.Subject]*expect.SubjectRecord{}, now: now, retain: retain}
 }
 
 // record returns the record with id, or nil when there is none.
@@ -47,7 +51,7 @@ func (st *txState) record(id string) (*expect.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.records[id], st.orig[id] = r, r
+	st.records[id], st.orig[id], st.origData[id] = r, r, it.Data
 	return r, nil
 }
 
@@ -62,7 +66,7 @@ func (st *txState) adopt(it store.Item) (*expect.Record, error) {
 		return cached, nil
 	}
 	st.tx.Track(it)
-	st.records[id], st.orig[id] = r, r
+	st.records[id], st.orig[id], st.origData[id] = r, r, it.Data
 	return r, nil
 }
 
@@ -106,15 +110,21 @@ func (st *txState) setSubject(r *expect.SubjectRecord) {
 // lookup entries aside, which store.Update fits around them).
 func (st *txState) writes() int { return len(st.dirty) + len(st.dirtySub) }
 
-// stage puts every changed record and subject into the transaction.
+// stage puts every changed record and subject into the transaction, with
+// the marker of each record change whose effects must not be lost
+// (package effects: its alerts, the re-anchoring of its dependents).
 func (st *txState) stage() error {
 	for _, id := range st.dirty {
-		expect.StampExpiry(st.records[id], st.now, st.retain)
-		it, err := recordItem(st.records[id])
+		r := st.records[id]
+		expect.StampExpiry(r, st.now, st.retain)
+		it, err := recordItem(r)
 		if err != nil {
 			return err
 		}
 		st.tx.Put(it)
+		if err := st.markEffects(id, it); err != nil {
+			return err
+		}
 	}
 	for _, sub := range st.dirtySub {
 		it, err := subjectItem(st.subjects[sub], st.retain)
@@ -124,6 +134,43 @@ func (st *txState) stage() error {
 		st.tx.Put(it)
 	}
 	return nil
+}
+
+// markEffects stages the marker of the change of record id to it, when it
+// calls for effects: the version the commit writes is the one read plus
+// one (1 for a record it creates).
+func (st *txState) markEffects(id string, it store.Item) error {
+	kinds := effects.Of(TypeExpectation, st.origData[id], it.Data)
+	orig, r := st.orig[id], st.records[id]
+	if r.SatisfiedBy != nil && (orig == nil || orig.SatisfiedBy == nil) {
+		deps, err := st.hasDependents(id)
+		if err != nil {
+			return err
+		}
+		if deps {
+			kinds = effects.With(kinds, effects.Reanchor)
+		}
+	}
+	version := int64(1)
+	if orig != nil {
+		version = orig.Version + 1
+	}
+	return effects.Stage(st.tx, it.Key, version, st.now, kinds)
+}
+
+// hasDependents reports whether an expectation is anchored on record id
+// (one entry of the anchor lookup is enough).
+func (st *txState) hasDependents(id string) (bool, error) {
+	p, err := st.store.Query(st.ctx, store.Query{PK: anchorPK(st.agent, id), Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	for _, e := range p.Items {
+		if e.Type == store.TypeLookupEntry {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // lookup reads the records with key pk in a lookup index, consistently
@@ -150,7 +197,7 @@ func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, er
 func (s *Service) update(ctx context.Context, agent string, fn func(st *txState) error) error {
 	var last *txState
 	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		last = newTxState(ctx, tx, agent, s.now(), s.cfg.Retain)
+		last = newTxState(ctx, s.store, tx, agent, s.now(), s.cfg.Retain)
 		return fn(last)
 	})
 	if err == nil && last != nil {
