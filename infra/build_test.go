@@ -20,7 +20,7 @@ import (
 
 // TestConcurrencyArithmetic pins the reservations docs/operations.md
 // explains: the stream function of prod covers the stream shards planned
-// for its load (one invocation per shard), and the clock's SQS mapping
+// for its load (StreamParallelization invocations per shard), and the clock's SQS mapping
 // scales below the clock's reservation in every stage.
 func TestConcurrencyArithmetic(t *testing.T) {
 	for _, stage := range Stages {
@@ -28,8 +28,8 @@ func TestConcurrencyArithmetic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stage == "prod" && c.StreamConcurrency < PlannedStreamShards {
-			t.Errorf("prod reserves %d stream invocations for %d planned shards", c.StreamConcurrency, PlannedStreamShards)
+		if stage == "prod" && c.StreamConcurrency < PlannedStreamShards*StreamParallelization {
+			t.Errorf("prod reserves %d stream invocations for %d planned shards of %d batches at once", c.StreamConcurrency, PlannedStreamShards, StreamParallelization)
 		}
 		if mc := TimerQueueMaxConcurrency(c.ClockConcurrency); mc < 2 || mc >= c.ClockConcurrency {
 			t.Errorf("%s: timer queue maximum concurrency %d with the clock reserving %d", stage, mc, c.ClockConcurrency)

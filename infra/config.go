@@ -134,10 +134,10 @@ func (c Config) Check() error {
 // PlannedStreamShards is about how many DynamoDB stream shards the prod
 // load that docs/operations.md plans for makes (an approximation: shards
 // follow the table's partitions, 80 or more at 80,000 WRU/s, and split and
-// roll over, so there can be more for a time). Each shard holds one stream
-// invocation at a time (parallelization factor 1, AWS's default), so
-// prod's stream reservation must cover them, or shards beyond it are
-// throttled and their records age out.
+// roll over, so there can be more for a time). Each shard holds
+// StreamParallelization stream invocations at a time, so prod's stream
+// reservation must cover both, or shards beyond it are throttled and
+// their records age out.
 const PlannedStreamShards = 80
 
 // TimerQueueMaxConcurrency is the maximum concurrency of the clock's SQS
@@ -170,13 +170,14 @@ func DefaultConfig(stage string) (Config, error) {
 		c.GraderConcurrency, c.IngestConcurrency = 2, 5
 	case "staging":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 30, 100, 200, 20
-		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 50, 20, 10
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 50, 20, 20
 		c.GraderConcurrency, c.IngestConcurrency = 4, 10
 	case "prod":
 		c.LogRetentionDays, c.ThrottleRate, c.ThrottleBurst, c.ClockConcurrency = 90, 1000, 2000, 100
-		// The stream function: one invocation per stream shard, and the
-		// plan for prod's load is PlannedStreamShards (docs/operations.md).
-		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 100
+		// The stream function: StreamParallelization invocations per
+		// stream shard, and the plan for prod's load is
+		// PlannedStreamShards (docs/operations.md).
+		c.APIConcurrency, c.AuthorizerConcurrency, c.StreamConcurrency = 400, 100, 170
 		c.GraderConcurrency, c.IngestConcurrency = 10, 50
 	default:
 		return Config{}, fmt.Errorf("unknown stage %q: the stage must be one of %s; pass it as -c stage=dev, -c stage=staging or -c stage=prod (cdk.json defaults to dev)",

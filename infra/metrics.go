@@ -87,6 +87,7 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 				metric(metrics.DeliveryFailures, "Sum", "failures", nil),
 				metric(metrics.DeadLetters, "Sum", "dead letters", nil),
 				metric(metrics.SweepSkipped, "Sum", "sweep skipped", nil),
+				metric(metrics.EffectsRepaired, "Sum", "effects repaired", nil),
 			}, 8),
 			graph("Change-feed lag (s)", []awscloudwatch.IMetric{
 				metric(metrics.FeedLag, "p50", "p50", nil),

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 )
 
@@ -28,6 +29,11 @@ const (
 	// add about 100 ms, so 2 s for a quarter of an hour is an outage.
 	APILatencyP99Ms   = 2000
 	APILatencyPeriods = 3
+	// QueueOldestMessageAlarmS is the age (s) of the oldest message of the
+	// timer or grading queue that raises the alarm: a message is delayed
+	// at most 15 minutes (SQS's limit; longer waits are chained), so one
+	// twice as old means its consumer is failing or throttled.
+	QueueOldestMessageAlarmS = 1800
 )
 
 // SchedulerAlarmMetrics are the EventBridge Scheduler metrics (namespace
@@ -123,6 +129,19 @@ func (st *Stack) addAlarms() {
 			f.fn.MetricErrors(sum), 1, 1)
 		st.alarm(f.id+"ThrottlesAlarm", f.name+"-throttles", throttleAdvice[f.name], f.fn.MetricThrottles(sum), 1, 1)
 	}
+	// Work that waits too long or dies without a dead-letter queue to
+	// hold it.
+	st.alarm("StreamDestinationFailuresAlarm", "stream-destination-failures",
+		"The stream mapping could not send a discarded batch's record to the stream failure queue: a change's record is gone without trace (the sweep redoes its marked effects): see docs/operations.md (Dead letters and alarms)",
+		st.Stream.Metric(s("DestinationDeliveryFailures"), sum), 1, 1)
+	for _, q := range []struct {
+		id, name string
+		queue    awssqs.Queue
+	}{{"TimerQueue", "timers", st.TimerQueue}, {"GradingQueue", "grading", st.GradingQueue}} {
+		st.alarm(q.id+"OldestMessageAlarm", q.name+"-oldest-message",
+			"A message has waited on the "+q.name+" queue over 30 minutes (its delay is at most 15): its consumer is failing or throttled: see docs/operations.md (Dead letters and alarms)",
+			q.queue.MetricApproximateAgeOfOldestMessage(maxDepth), QueueOldestMessageAlarmS, 1)
+	}
 	st.alarm("StreamIteratorAgeAlarm", "stream-iterator-age",
 		"The stream function is more than a minute behind the table's stream for 5 minutes: scheduling and lapse delivery are delayed",
 		st.Stream.Metric(s("IteratorAge"), &awscloudwatch.MetricOptions{Period: oneMin, Statistic: s("Maximum")}), 60_000, 5)
@@ -181,6 +200,20 @@ func (st *Stack) addNotificationAlarm(cfg Config) {
 		}
 		expr += "FILL(" + id + ", 0)"
 	}
+	emf := func(d *metrics.Desc) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: s(MetricsNamespace(cfg)), MetricName: s(d.Name), Statistic: s("Sum"), Period: awscdk.Duration_Minutes(n(5)),
+		})
+	}
+	st.alarm("LapseTasksDeadAlarm", "lapse-tasks-dead",
+		"Lapse tasks were dead-lettered (the agent refused them for good, or stayed down for the whole retry window): GET /v1/deadletters, then POST .../redeliver (docs/operations.md, Deliveries and outages)",
+		emf(metrics.DeadLetters), 1, 1)
+	st.alarm("SweepSkippedAlarm", "sweep-skipped",
+		"The sweep skipped records it could not process (left for the next run): see the clock function's logs (docs/operations.md, Dead letters and alarms)",
+		emf(metrics.SweepSkipped), 1, 1)
+	st.alarm("EffectsRepairedAlarm", "effects-repaired",
+		"The sweep redid the effects (VERIFY, alerts, re-anchoring) of changes whose stream records were discarded or kept failing: see the stream function's errors and the stream failure queue",
+		emf(metrics.EffectsRepaired), 1, 1)
 	st.alarm("NotificationsDeadAlarm", "notifications-dead",
 		"Alert notifications were dead-lettered: people were not told of a lapse or a failed VERIFY. See GET /v1/channels/{id}/deadletters (docs/alerts.md) and replay them",
 		awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{Expression: s(expr), UsingMetrics: &using, Period: awscdk.Duration_Minutes(n(5)), Label: s("dead notifications")}), 1, 1)

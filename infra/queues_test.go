@@ -191,10 +191,20 @@ func TestQueuesAndAlarms(t *testing.T) {
 			tmpl, tj := sy.template, sy.json
 			assert(t, "six queues", func() { tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(6)) })
 			assert(t, "queues", func() {
-				tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), obj{
-					"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": true,
-				})
+				tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), obj{"SqsManagedSseEnabled": true})
 			})
+			// A dead letter is kept from when it entered its source queue:
+			// every dead-letter queue outlives its source by days.
+			for name, days := range map[string]int{"timers": SourceRetentionDays, "grading": SourceRetentionDays,
+				"timers-dlq": DLQRetentionDays, "grading-dlq": DLQRetentionDays, "scheduler-dlq": DLQRetentionDays, "stream-failures": DLQRetentionDays} {
+				_, q := only(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-"+name)
+				if got, ok := props(q)["MessageRetentionPeriod"].(float64); !ok || got != float64(days*24*3600) {
+					t.Errorf("queue %s keeps messages %v s, want %d days", name, got, days)
+				}
+			}
+			if DLQRetentionDays-SourceRetentionDays < 7 {
+				t.Errorf("dead-letter queues keep messages %d days, their sources %d", DLQRetentionDays, SourceRetentionDays)
+			}
 			// Outside dev the queues (instants, dead letters) outlive the stack.
 			policy := "Delete"
 			if stage != "dev" {
@@ -226,6 +236,16 @@ func TestQueuesAndAlarms(t *testing.T) {
 				wants = append(wants, want{"AWS/Lambda", "Errors", "FunctionName", ref(fnID(t, tj, name, stage)), "Sum", 1})
 			}
 			wants = append(wants, want{"AWS/Lambda", "IteratorAge", "FunctionName", ref(fnID(t, tj, "stream", stage)), "Maximum", 60000})
+			wants = append(wants, want{"AWS/Lambda", "DestinationDeliveryFailures", "FunctionName", ref(fnID(t, tj, "stream", stage)), "Sum", 1})
+			for _, q := range []string{"timers", "grading"} {
+				id := onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-"+q)
+				wants = append(wants, want{"AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", getAtt(id, "QueueName"), "Maximum", QueueOldestMessageAlarmS})
+			}
+			for _, name := range []string{"lapse-tasks-dead", "sweep-skipped", "effects-repaired"} {
+				assert(t, "alarm "+name, func() {
+					tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{"AlarmName": "clockwork-" + stage + "-" + name, "Threshold": 1})
+				})
+			}
 			for _, w := range wants {
 				assert(t, fmt.Sprintf("alarm %s %s on %v", w.ns, w.metric, w.dim), func() {
 					tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj{

@@ -76,10 +76,15 @@ func (sb *stackBuilder) state() {
 	// dead-letter queue) instants whose asynchronous invocation failed after
 	// Lambda's retries; every message is one instant, replayable as is.
 	// The stream's: batches the stream function gave up on.
+	// A dead-letter queue keeps a message for DLQRetentionDays from when
+	// it entered its source queue (SQS keeps the enqueue time when it
+	// moves a message), so sources keep theirs SourceRetentionDays: a
+	// message that reaches a dead-letter queue late still waits there
+	// ten days for someone to look.
 	queue := func(id, name string, extra ...func(*awssqs.QueueProps)) awssqs.Queue {
 		p := &awssqs.QueueProps{
 			QueueName:       s(cfg.Name + "-" + name),
-			RetentionPeriod: awscdk.Duration_Days(n(14)),
+			RetentionPeriod: awscdk.Duration_Days(n(DLQRetentionDays)),
 			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL:      b(true),
 			// Outside dev the queues outlive the stack: they hold
@@ -99,6 +104,7 @@ func (sb *stackBuilder) state() {
 	// the instant anyway).
 	st.TimerDLQ = queue("TimerDlq", "timers-dlq")
 	st.TimerQueue = queue("TimerQueue", "timers", func(p *awssqs.QueueProps) {
+		p.RetentionPeriod = awscdk.Duration_Days(n(SourceRetentionDays))
 		p.VisibilityTimeout = awscdk.Duration_Seconds(n(TimerVisibilityS))
 		p.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: st.TimerDLQ, MaxReceiveCount: n(TimerMaxReceives)}
 	})
@@ -109,6 +115,7 @@ func (sb *stackBuilder) state() {
 	// job back).
 	st.GradingDLQ = queue("GradingDlq", "grading-dlq")
 	st.GradingQueue = queue("GradingQueue", "grading", func(p *awssqs.QueueProps) {
+		p.RetentionPeriod = awscdk.Duration_Days(n(SourceRetentionDays))
 		p.VisibilityTimeout = awscdk.Duration_Seconds(n(GradingVisibilityS))
 		p.DeadLetterQueue = &awssqs.DeadLetterQueue{Queue: st.GradingDLQ, MaxReceiveCount: n(GradingMaxReceives)}
 	})
@@ -361,7 +368,10 @@ func (sb *stackBuilder) stream() {
 		RetryAttempts:           n(StreamRetryAttempts),
 		MaxRecordAge:            awscdk.Duration_Hours(n(StreamMaxRecordAgeHr)),
 		ReportBatchItemFailures: b(true),
-		ParallelizationFactor:   n(1),
+		// Two batches per shard at once: Lambda keeps each item's records
+		// in order at any factor, and item order is all the processing
+		// relies on (every effect is keyed by its item and idempotent).
+		ParallelizationFactor: n(StreamParallelization),
 		// Only the records the function acts on invoke it (lookup entries,
 		// guards and the other items' records are most of the stream):
 		// puts and updates by their new image's type, deletes by their old.

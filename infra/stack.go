@@ -101,6 +101,16 @@ const (
 	StreamBatchSize      = 10
 	StreamRetryAttempts  = 10
 	StreamMaxRecordAgeHr = 12
+	// StreamParallelization is the batches of one shard processed at once.
+	StreamParallelization = 2
+)
+
+// Queue retention (days): the source queues' (timers, grading) shorter
+// than their dead-letter queues', since SQS counts a dead letter's
+// retention from when it entered the source queue.
+const (
+	SourceRetentionDays = 4
+	DLQRetentionDays    = 14
 )
 
 // Function settings: memory (MB) and timeout (s).
