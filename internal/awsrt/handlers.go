@@ -113,6 +113,17 @@ func (r *Runtime) HandleChange(ctx context.Context, ch store.Change) error {
 	return nil
 }
 
+// streamMargin is how long before the stream function's deadline it stops
+// taking on another record: a record's processing (its schedules, a lapse
+// task's attempt bounded by the delivery timeout) fits in it.
+const streamMargin = 15 * time.Second
+
+// streamNearDeadline reports whether ctx's deadline is within streamMargin.
+func streamNearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < streamMargin
+}
+
 // HandleStream processes a DynamoDB Stream batch in order. On the first
 // record that fails (undecodable, or its processing failed) it stops and
 // reports that record's SequenceNumber as the batch item failure, so Lambda
@@ -121,7 +132,16 @@ func (r *Runtime) HandleChange(ctx context.Context, ch store.Change) error {
 // harmless: processing is idempotent.
 func (r *Runtime) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
-	for _, rec := range ev.Records {
+	for i, rec := range ev.Records {
+		// Stop before the function's deadline rather than be cut off
+		// mid-record: the rest of the batch comes back from here (and
+		// what it would have done that is repaired by the sweep is
+		// repaired even if it never does).
+		if i > 0 && streamNearDeadline(ctx) {
+			r.Log.Warn("stream batch stopped before the function's deadline; the rest comes back", "records", len(ev.Records)-i)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			return resp, nil
+		}
 		ch, err := dynamo.ChangeFromStreamRecord(rec)
 		if err == nil {
 			err = r.HandleChange(ctx, ch)
