@@ -299,7 +299,7 @@ func (s *Service) claimAttempt(ctx context.Context, job GradeJob, seen JudgeAtte
 		return false, err
 	}
 	st, ok := vr.Judging[job.CriterionID]
-	return ok && *st == seen, nil
+	return ok && st.Attempts == seen.Attempts, nil
 }
 
 // gradeOutcome is what one judge call came to: a grade (resp), another
@@ -326,8 +326,10 @@ func (s *Service) recordOutcome(ctx context.Context, job GradeJob, seen JudgeAtt
 	var retryAt time.Time
 	err := s.updateVerification(ctx, job.VerificationID, func(cur *VerificationRecord) (bool, error) {
 		retryAt = time.Time{}
+		// The attempt is named by its count: the repair moving its next
+		// attempt (NextAt) meanwhile does not make this answer stale.
 		st, ok := cur.Judging[job.CriterionID]
-		if !ok || *st != seen {
+		if !ok || st.Attempts != seen.Attempts {
 			return false, nil // graded, given up or retried by another delivery meanwhile
 		}
 		delete(cur.Judging, job.CriterionID)

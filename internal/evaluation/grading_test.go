@@ -511,3 +511,64 @@ func TestDuplicateDeliveriesCallTheJudgeOnce(t *testing.T) {
 		t.Fatalf("after the claim expired: %v, %d calls; want one", err, judge.calls.Load())
 	}
 }
+
+// heldJudge answers once released, and counts its calls.
+type heldJudge struct {
+	calls   atomic.Int64
+	called  chan struct{}
+	release chan struct{}
+}
+
+func (j *heldJudge) Judge(ctx context.Context, _ anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
+	if j.calls.Add(1) == 1 {
+		close(j.called)
+	}
+	<-j.release
+	return &anticipate.JudgeResponse{Score: 1, Rationale: "fine", GradedBy: "model:test"}, nil
+}
+
+// TestRepairKeepsAGradeInFlight: the sweep's repair of a job that waits
+// while its judge call is under way (a slow judge past the repair bound)
+// neither discards the answer when it comes nor calls the judge again for
+// the same attempt (before, the repair's move of the next attempt made the
+// answer look stale, and the re-enqueued job called the judge anew).
+func TestRepairKeepsAGradeInFlight(t *testing.T) {
+	ctx := context.Background()
+	judge := &heldJudge{called: make(chan struct{}), release: make(chan struct{})}
+	svc, q, clock := gradingService(t, judge, JudgeRetry{CallTimeout: time.Minute})
+	agent := heuristicPlan(t, svc, "plan-r", 1)
+	if err := svc.Verify(ctx, agent, "plan-r"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := q.take()
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs", len(jobs))
+	}
+	done := make(chan error)
+	go func() {
+		_, err := svc.GradeCriterion(ctx, jobs[0])
+		done <- err
+	}()
+	<-judge.called
+	clock.Add(20 * time.Minute)
+	if n, err := svc.RepairGrading(ctx, q, 15*time.Minute, 100); err != nil || n != 1 {
+		t.Fatalf("repair: %d, %v", n, err)
+	}
+	for _, j := range q.take() {
+		if at, err := svc.GradeCriterion(ctx, j); err != nil || !at.IsZero() {
+			t.Fatalf("the repaired job while the attempt is under way: %v, %v", at, err)
+		}
+	}
+	close(judge.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := judge.calls.Load(); n != 1 {
+		t.Fatalf("%d judge calls for one attempt", n)
+	}
+	for _, r := range heuristic(onlyVerification(t, svc, agent)) {
+		if r.Status == anticipate.StatusPending || r.GradedBy != "model:test" {
+			t.Fatalf("the answer in flight was not recorded: %+v", r)
+		}
+	}
+}
