@@ -30,6 +30,85 @@ type Aggregate struct {
 	Last              time.Time               `json:"last,omitzero"`
 	Variables         map[string]any          `json:"variables,omitempty"`
 	Observations      []assertion.Observation `json:"observations,omitempty"`
+	// Chunks counts the chunks spilled (Spill): the tool counts,
+	// variables and observations above are those folded since the last
+	// one. ChunkBytes is about how much of them there is (each value's
+	// JSON as added; a replaced one is not taken back).
+	Chunks     int `json:"chunks,omitempty"`
+	ChunkBytes int `json:"chunk_bytes,omitempty"`
+}
+
+// ChunkBytes is how much of the growing part of an aggregate (tool counts,
+// variables, observations) the execution item itself holds before Spill
+// moves it to an item of its own, so that no item grows with the plan: a
+// plan of 10,000 events is kept in many small items, not one that passes
+// the store's 400 KB limit. Small, since the execution item is rewritten
+// with every event (on DynamoDB a write unit per KB, twice in the
+// event's transaction).
+const ChunkBytes = 16 << 10
+
+// Chunk is a spilled part of an aggregate: the tool counts, variables and
+// observations folded from a run of events.
+type Chunk struct {
+	ToolCounts   map[string]int          `json:"tool_counts,omitempty"`
+	Variables    map[string]any          `json:"variables,omitempty"`
+	Observations []assertion.Observation `json:"observations,omitempty"`
+}
+
+// Spill returns the growing part folded so far and empties it, counting a
+// chunk, once it holds ChunkBytes or more (ok false: not yet). The caller
+// stores the chunk, number a.Chunks, before the aggregate.
+func (a *Aggregate) Spill() (Chunk, bool) {
+	if a.ChunkBytes < ChunkBytes {
+		return Chunk{}, false
+	}
+	c := Chunk{ToolCounts: a.ToolCounts, Variables: a.Variables, Observations: a.Observations}
+	a.ToolCounts, a.Variables, a.Observations, a.ChunkBytes = nil, nil, nil, 0
+	a.Chunks++
+	return c, true
+}
+
+// WithChunks returns the aggregate with its spilled chunks (in the order
+// they were spilled) folded in before its own growing part: what folding
+// every event into one aggregate would have given.
+func (a Aggregate) WithChunks(chunks []Chunk) Aggregate {
+	if len(chunks) == 0 {
+		return a
+	}
+	full := a
+	full.ToolCounts, full.Variables, full.Observations = nil, nil, nil
+	// Observations replace an earlier one of the same call and arguments:
+	// found by key here, not by observe's scan (a long plan has many).
+	at := map[string]int{}
+	merge := func(c Chunk) {
+		for k, n := range c.ToolCounts {
+			if full.ToolCounts == nil {
+				full.ToolCounts = map[string]int{}
+			}
+			full.ToolCounts[k] += n
+		}
+		for k, v := range c.Variables {
+			if full.Variables == nil {
+				full.Variables = map[string]any{}
+			}
+			full.Variables[k] = v
+		}
+		for _, o := range c.Observations {
+			args, _ := json.Marshal(o.Args)
+			key := o.Call + "\x00" + string(args)
+			if i, ok := at[key]; ok {
+				full.Observations[i] = o
+				continue
+			}
+			at[key] = len(full.Observations)
+			full.Observations = append(full.Observations, o)
+		}
+	}
+	for _, c := range chunks {
+		merge(c)
+	}
+	merge(Chunk{ToolCounts: a.ToolCounts, Variables: a.Variables, Observations: a.Observations})
+	return full
 }
 
 // Add folds one stored event (already validated, not a repeat) into the
@@ -44,6 +123,9 @@ func (a *Aggregate) Add(e *Event) {
 		if a.ToolCounts == nil {
 			a.ToolCounts = map[string]int{}
 		}
+		if a.ToolCounts[e.Tool] == 0 {
+			a.ChunkBytes += len(e.Tool) + 8
+		}
 		a.ToolCounts[e.Tool]++
 		a.ToolSequence, a.ToolArgs, a.SequenceTruncated, a.ArgsBytes, a.ArgsTruncated = appendCall(a.ToolSequence, a.ToolArgs, a.SequenceTruncated, a.ArgsBytes, a.ArgsTruncated, e)
 	case ToolResult:
@@ -56,9 +138,13 @@ func (a *Aggregate) Add(e *Event) {
 		}
 		for k, v := range e.Variables {
 			a.Variables[k] = v
+			b, _ := json.Marshal(v)
+			a.ChunkBytes += len(k) + len(b) + 8
 		}
 		for _, o := range e.Observations {
 			a.observe(o)
+			b, _ := json.Marshal(o)
+			a.ChunkBytes += len(b)
 		}
 	}
 	if !e.At.IsZero() {

@@ -2,7 +2,12 @@ package anticipate
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/agentclock/clockwork/internal/assertion"
 )
 
 // TestAggregateMatchesBuildEnv folds the seed executions event by event
@@ -60,3 +65,75 @@ func TestAggregateMatchesBuildEnv(t *testing.T) {
 		t.Fatalf("f(a) = %v %v", v, ok)
 	}
 }
+
+// TestSpilledAggregateFoldsToTheSame: a long plan's aggregate spilled into
+// chunks as it grows (each chunk and, every 50 events, the aggregate
+// through a JSON round trip, as the store keeps them) folds back, with WithChunks, to what one
+// aggregate of every event gives: the same tool counts, variables (later
+// wins) and observations (a later one of a call and its arguments
+// replaces the earlier, wherever it was spilled); and the aggregate itself
+// never holds much more than ChunkBytes of them.
+func TestSpilledAggregateFoldsToTheSame(t *testing.T) {
+	var whole, spilled Aggregate
+	var chunks []Chunk
+	largest, largestChunk := 0, 0
+	pad := strings.Repeat("x", 400)
+	for i := range 10000 {
+		var raw string
+		switch i % 4 {
+		case 0:
+			raw = fmt.Sprintf(`{"event_id":"e%d","message_type":"TOOL_REQUEST","timestamp":"2026-06-24T10:00:00Z","tool":"tool-%d","arguments":{}}`, i, i%37)
+		case 1:
+			raw = fmt.Sprintf(`{"event_id":"e%d","message_type":"OUTCOME","timestamp":"2026-06-24T10:00:01Z","variables":{"v%d":"%s","last":%d},"observations":[{"call":"f","args":["k%d"],"value":"%d%s"}]}`, i, i%500, pad, i, i%2000, i, pad)
+		default:
+			raw = fmt.Sprintf(`{"event_id":"e%d","message_type":"STEP_COMPLETE","timestamp":"2026-06-24T10:00:02Z"}`, i)
+		}
+		e, err := ValidateEvent([]byte(raw))
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		whole.Add(e)
+		spilled.Add(e)
+		if c, ok := spilled.Spill(); ok {
+			b, _ := json.Marshal(c)
+			var back Chunk
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			chunks = append(chunks, back)
+			largestChunk = max(largestChunk, len(b))
+		}
+		if i%50 == 0 {
+			b, _ := json.Marshal(spilled)
+			largest = max(largest, len(b))
+			spilled = Aggregate{}
+			if err := json.Unmarshal(b, &spilled); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(chunks) < 10 || spilled.Chunks != len(chunks) {
+		t.Fatalf("%d chunks spilled, the aggregate counts %d", len(chunks), spilled.Chunks)
+	}
+	if largestChunk > 2*ChunkBytes || largest > 2*ChunkBytes+assertion.MaxToolArgsBytes {
+		t.Fatalf("a chunk of %d bytes, an aggregate of %d; want about %d of growing part at most", largestChunk, largest, ChunkBytes)
+	}
+	full := spilled.WithChunks(chunks)
+	wb, _ := json.Marshal(whole.Env(nil))
+	fb, _ := json.Marshal(full.Env(nil))
+	if !reflect.DeepEqual(whole.ToolCounts, full.ToolCounts) || !reflect.DeepEqual(whole.Variables, full.Variables) || len(whole.Observations) != len(full.Observations) {
+		t.Fatalf("folded back: %d tools, %d variables, %d observations; want %d, %d, %d",
+			len(full.ToolCounts), len(full.Variables), len(full.Observations), len(whole.ToolCounts), len(whole.Variables), len(whole.Observations))
+	}
+	for i := range whole.Observations {
+		if !reflect.DeepEqual(whole.Observations[i], full.Observations[i]) {
+			t.Fatalf("observation %d: %+v, want %+v", i, full.Observations[i], whole.Observations[i])
+		}
+	}
+	if string(wb) != string(fb) {
+		t.Fatal("the environments differ")
+	}
+	t.Logf("10,000 events: %d chunks, the largest %d bytes, the largest aggregate %d (one aggregate of all: %d)", len(chunks), largestChunk, largest, len(mustJSON(whole)))
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -26,6 +26,7 @@ var scenarios = []struct {
 	{"EvaluationBadInput", scenarioEvaluationBadInput},
 	{"RFC032Emitter", scenarioRFC032Emitter},
 	{"VerifySurvivesCrashBeforeFeed", scenarioVerifySurvivesCrashBeforeFeed},
+	{"LongPlanVerified", scenarioLongPlanVerified},
 	{"CardsAndAuth", scenarioCardsAndAuth},
 	{"TenantsPlansApart", scenarioTenantsPlansApart},
 	{"TenantsEdgeRefusals", scenarioTenantsEdgeRefusals},

@@ -132,6 +132,15 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c 
 		}
 		ex.Head, ex.Count = digest, seq
 		ex.Aggregate.Add(ev)
+		// The aggregate's growing part moves to an item of its own once
+		// it is large, so that no item grows with the plan.
+		if c, ok := ex.Aggregate.Spill(); ok {
+			chunk, err := mkItem(chunkKey(ex.pk, ex.Aggregate.Chunks), TypeAggregateChunk, c, nil)
+			if err != nil {
+				return err
+			}
+			tx.Put(chunk)
+		}
 		if ev.EventType == anticipate.PlanComplete {
 			ex.Completed, ex.CompletedAt = true, now
 			ex.ExpiresAt = s.evidenceExpiry()

@@ -227,8 +227,12 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 	if err != nil {
 		return time.Time{}, err
 	}
+	agg, err := s.aggregate(ctx, ex)
+	if err != nil {
+		return time.Time{}, err
+	}
 	var req *anticipate.JudgeRequest
-	for _, jr := range anticipate.JudgeRequests(v, a, ex.Aggregate.Env(nil)) {
+	for _, jr := range anticipate.JudgeRequests(v, a, agg.Env(nil)) {
 		if jr.CriterionID == job.CriterionID {
 			req = &jr
 		}

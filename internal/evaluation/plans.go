@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -210,4 +211,29 @@ func (s *Service) PlansOfSession(ctx context.Context, agentID, session string) (
 		return nil
 	})
 	return open, completed, wrap(err)
+}
+
+// aggregate returns an execution's whole aggregate: its spilled chunks
+// (read in the order they were spilled) folded in before the part the
+// execution item holds. Errors are the store's, or a chunk missing.
+func (s *Service) aggregate(ctx context.Context, ex *Execution) (anticipate.Aggregate, error) {
+	if ex.Aggregate.Chunks == 0 {
+		return ex.Aggregate, nil
+	}
+	chunks := make([]anticipate.Chunk, 0, ex.Aggregate.Chunks)
+	err := eachOf(ctx, s.store, store.Query{PK: ex.pk, SKPrefix: "AGC#"}, func(it store.Item) error {
+		c, err := decode[anticipate.Chunk](it)
+		if err != nil {
+			return err
+		}
+		chunks = append(chunks, *c)
+		return nil
+	})
+	if err != nil {
+		return anticipate.Aggregate{}, err
+	}
+	if len(chunks) != ex.Aggregate.Chunks {
+		return anticipate.Aggregate{}, fmt.Errorf("execution of plan %s: %d of its %d aggregate chunks are stored", ex.PlanID, len(chunks), ex.Aggregate.Chunks)
+	}
+	return ex.Aggregate.WithChunks(chunks), nil
 }

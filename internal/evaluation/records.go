@@ -44,6 +44,10 @@ const (
 	TypeEvent        = "event"
 	TypeEventID      = "eventid"
 	TypeVerification = "verification"
+	// TypeAggregateChunk is a spilled part of an execution's aggregate
+	// (anticipate.Chunk): the execution item holds at most
+	// anticipate.ChunkBytes of its growing part.
+	TypeAggregateChunk = "aggchunk"
 )
 
 // lookupBound is the lookup index of anticipations by plan or scope.
@@ -90,6 +94,12 @@ func eventKey(pk string, seq int) store.Key {
 	return store.Key{PK: pk, SK: fmt.Sprintf("EV#%012d", seq)}
 }
 func eventIDKey(pk, id string) store.Key  { return store.Key{PK: pk, SK: "EID#" + esc(id)} }
+
+// chunkKey is the key of the n-th spilled chunk of an execution's
+// aggregate (from 1, in the order they were spilled).
+func chunkKey(pk string, n int) store.Key {
+	return store.Key{PK: pk, SK: fmt.Sprintf("AGC#%08d", n)}
+}
 func plansPK(plan string) string          { return "PX#" + esc(plan) }
 func verificationKey(id string) store.Key { return store.Key{PK: "VER#" + esc(id), SK: "VER"} }
 func planBoundPK(plan string) string      { return "PA#" + esc(plan) }

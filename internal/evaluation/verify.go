@@ -100,7 +100,11 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		if s.watcher != nil {
 			w = watcherEnv{ctx: ctx, r: s.watcher, agent: a.AgentID}
 		}
-		env := ex.Aggregate.Env(w)
+		agg, err := s.aggregate(ctx, ex)
+		if err != nil {
+			return wrap(err)
+		}
+		env := agg.Env(w)
 		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
 		vr := &VerificationRecord{}
 		if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
