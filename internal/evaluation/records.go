@@ -93,7 +93,7 @@ func executionKey(pk string) store.Key          { return store.Key{PK: pk, SK: "
 func eventKey(pk string, seq int) store.Key {
 	return store.Key{PK: pk, SK: fmt.Sprintf("EV#%012d", seq)}
 }
-func eventIDKey(pk, id string) store.Key  { return store.Key{PK: pk, SK: "EID#" + esc(id)} }
+func eventIDKey(pk, id string) store.Key { return store.Key{PK: pk, SK: "EID#" + esc(id)} }
 
 // chunkKey is the key of the n-th spilled chunk of an execution's
 // aggregate (from 1, in the order they were spilled).
