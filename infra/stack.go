@@ -137,19 +137,21 @@ var TableActions = []string{
 // and IndexQueries the functions that query its indexes, as the
 // end-to-end run recorded them (infra/testdata/aws-operations.json; the
 // IAM check, infra/iam_test.go, holds the roles to them): the api does
-// everything; the clock reads records and writes them whole (no lookups:
-// it decides on the record it re-reads) and queries the open-instant index
-// in the sweep; the stream reads lookup entries and records and writes
-// them whole, and reads no index; the grader reads a VERIFY, its
+// everything; the clock reads records and writes them whole, queries the
+// open-instant index in the sweep, and, redoing the effects of a change
+// the stream lost (package effects), queries the markers' and lookup
+// entries' partitions and writes entries as the stream does; the stream
+// reads lookup entries and records and writes them and their entries, and
+// reads no index; the grader reads a VERIFY, its
 // anticipation and execution, and writes the VERIFY whole; the ingest
 // function appends events as the API does (no index, no deletes).
 var (
 	TableActionsOf = map[string][]string{
 		"api":    TableActions,
-		"clock":  {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+		"clock":  {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
 		"grader": {"dynamodb:GetItem", "dynamodb:PutItem"},
 		"ingest": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
-		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
 	}
 	IndexQueries = map[string]bool{"api": true, "clock": true}
 	// TracesRoute is the route API Gateway sends to the ingest function.
