@@ -20,7 +20,11 @@ import (
 // (its VERIFY), a lapse of an agent with alert rules (its notification), an
 // anchor's satisfaction (its dependent's due time). Each effect still
 // happens, from the change's marker, within a sweep period of the margin;
-// the markers are cleared after.
+// the markers are cleared after. A task's cancellation needs no stream
+// record at all: it withdraws the task's expectations in its own request
+// (a raise committing after its mark is refused, one before is found by
+// its lookup), shown here with the records of the task's raises
+// discarded.
 func TestAWSModeRepairsDiscardedStreamRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the AWS mode runs against the emulator in the full run")
@@ -51,6 +55,8 @@ func TestAWSModeRepairsDiscardedStreamRecords(t *testing.T) {
 				what = "lapse"
 			case strings.Contains(string(ch.New.Data), `"expectationId":"anchor"`) && strings.Contains(string(ch.New.Data), `"satisfiedBy":`) && !strings.Contains(string(old), `"satisfiedBy":`):
 				what = "anchor satisfied"
+			case ch.Old == nil && strings.Contains(string(ch.New.Data), `"taskId":"task-cancelled"`):
+				what = "raised on a task then cancelled"
 			}
 		}
 		if what == "" {
@@ -84,6 +90,16 @@ func TestAWSModeRepairsDiscardedStreamRecords(t *testing.T) {
 	)))
 	shipped := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.anchor", expect.FormatTime(shipped))}}))
+	// A task cancelled, the records of its raises discarded: its
+	// expectations are withdrawn all the same.
+	onTask := raiseBody(payment("on-task", ts(time.Hour)))
+	onTask["taskId"] = "task-cancelled"
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", onTask))
+	cancel := map[string]any{"statusUpdate": map[string]any{"taskId": "task-cancelled", "contextId": "ctx-1", "status": map[string]any{"state": "TASK_STATE_CANCELED"}}}
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/a2a", cancel))
+	if r := e.record(agentID, "on-task"); r.State != expect.StateWithdrawn {
+		t.Fatalf("an expectation of a cancelled task: %s", r.State)
+	}
 	// A plan completed, its PLAN_COMPLETE's record discarded: still verified.
 	body := variant(t, "ant-repair", "plan-repair")
 	e.must(201, e.call("POST", "/v1/anticipations", body))
@@ -112,8 +128,8 @@ func TestAWSModeRepairsDiscardedStreamRecords(t *testing.T) {
 	}
 	hook.waitFor("the lapse's notification", func(got []map[string]any) bool { return count(got, ofType(alert.Lapsed)) == 1 })
 	mu.Lock()
-	if len(discarded) != 3 {
-		t.Fatalf("discarded the records of %v, want a lapse, an anchor satisfied and a plan completed", discarded)
+	if len(discarded) != 4 {
+		t.Fatalf("discarded the records of %v, want a lapse, an anchor satisfied, a raise on a cancelled task and a plan completed", discarded)
 	}
 	mu.Unlock()
 	// Every marker is cleared once its effects are done.
