@@ -20,7 +20,6 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/console"
 	"github.com/agentclock/clockwork/internal/credentials"
-	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/feed"
@@ -236,7 +235,7 @@ func Start(cfg Config) (*App, error) {
 	a.Notifier = notify.NewWorker(a.Notify, 8)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
 	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Tasks: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
-		Alerts: a.Notify, Metrics: cfg.Metrics, Now: a.Watcher.Now, Markers: st}
+		Alerts: a.Notify, Metrics: cfg.Metrics, Now: a.Watcher.Now}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials
 	a.Handler.Notify = a.Notify
@@ -266,9 +265,10 @@ func Start(cfg Config) (*App, error) {
 	a.run(func() { grading.Run(ctx) })
 	a.run(func() { a.Notifier.Run(ctx, 0) })
 	if !cfg.PauseFeed {
-		// The effects of a change the feed set aside (or has not reached
-		// after a minute) are redone from their markers.
-		a.run(func() { a.repairEffects(ctx, cfg) })
+		// A change the feed set aside after its retries is tried again
+		// every 30 s, so its effects (VERIFY, alerts, re-anchoring) are
+		// not lost to a passing failure.
+		a.run(func() { a.retrySetAside(ctx, cfg) })
 		// A change still failing after its retries is set aside (kept with
 		// the reason, counted) so the changes behind it go on; the
 		// window's sweep finds the instants it would have scheduled.
@@ -279,26 +279,27 @@ func Start(cfg Config) (*App, error) {
 	return a, nil
 }
 
-// repairEffects redoes, every 30 seconds, the effects of the changes whose
-// marker is more than a minute old (package effects): on the embedded
-// store the feed loses no change, but one it set aside after its retries
-// would otherwise keep its VERIFY or alerts from happening.
-func (a *App) repairEffects(ctx context.Context, cfg Config) {
+// retrySetAside tries again, every 30 seconds, the changes the feed set
+// aside (feed.RetrySetAside). The embedded feed loses no change it has not
+// processed (it replays what it had not acknowledged after a crash), so
+// these are the only effects that could otherwise be lost, and its commits
+// need no effect markers (those are AWS's, whose stream may discard).
+func (a *App) retrySetAside(ctx context.Context, cfg Config) {
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
-	for turn := 0; ; turn++ {
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n, err := effects.Repair(ctx, a.Store, a.Watcher.Now().Add(-time.Minute), turn%effects.Shards, 1000, a.Feed.Handle)
+		n, err := feed.RetrySetAside(ctx, a.Store, a.Feed.Handle, 1000)
 		if n > 0 {
-			cfg.Log.Warn("redid the effects of changes the feed had not processed", "changes", n)
+			cfg.Log.Warn("redid the effects of changes the feed had set aside", "changes", n)
 			metrics.Or(cfg.Metrics).Record(metrics.EffectsRepaired, float64(n))
 		}
 		if err != nil && ctx.Err() == nil {
-			cfg.Log.Error("repairing effects", "err", err)
+			cfg.Log.Error("retrying changes set aside", "err", err)
 		}
 	}
 }

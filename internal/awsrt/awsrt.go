@@ -406,9 +406,12 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	rules.MaxLineage = cfg.MaxLineage
 	rules.Retain = cfg.RetainExpectations
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
+	// The stream may discard a change's record: the effects it must not
+	// lose are marked in the change's commit (package effects).
+	r.Watcher.MarkEffects(true)
 	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry,
+	evalOpt := evaluation.Options{Now: cfg.Now, MarkEffects: true, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry,
 		RetainEvidence: cfg.RetainEvidence}
 	if judge != nil {
 		j, err := judge(ctx, r)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/retry"
@@ -25,33 +26,50 @@ type Breakers struct {
 	now    func() time.Time
 	policy retry.Policy
 	hold   time.Duration
+
+	// stored remembers the circuits this process has stored a failure
+	// on, so that a success clears them even when its admission read none
+	// (sends admitted at once: without it, the successes between them do
+	// not reset the failures in a row, and a destination that fails one
+	// send in three would have its circuit opened).
+	mu     sync.Mutex
+	stored map[store.Key]bool
 }
 
 // New returns the circuits of st, on the clock now, whose probes back off
 // by policy and hold for hold (the attempt's timeout and the time to
 // record it) before another may go.
 func New(st store.Store, now func() time.Time, policy retry.Policy, hold time.Duration) *Breakers {
-	return &Breakers{st: st, now: now, policy: policy.WithDefaults(), hold: hold}
+	return &Breakers{st: st, now: now, policy: policy.WithDefaults(), hold: hold, stored: map[store.Key]bool{}}
+}
+
+// Admission is what Admit decided, for Succeeded and Failed to record the
+// outcome against.
+type Admission struct {
+	retry.Admission
+	// Stored is set when the circuit had an item (failures counted, or
+	// open): a success must clear it.
+	Stored bool
 }
 
 // Admit decides what an attempt at the destination whose circuit is under
 // key may do, committing the probe's hold when it is the probe; for Wait
 // it returns when to come back (spread by spreadKey, the message's name).
 // Errors are the store's.
-func (b *Breakers) Admit(ctx context.Context, key store.Key, spreadKey string) (retry.Admission, time.Time, error) {
+func (b *Breakers) Admit(ctx context.Context, key store.Key, spreadKey string) (Admission, time.Time, error) {
 	var (
-		adm   retry.Admission
+		adm   Admission
 		until time.Time
 	)
 	err := store.Update(ctx, b.st, func(tx *store.Tx) error {
 		c, ok, err := b.load(ctx, tx, key)
+		adm = Admission{Admission: retry.Send, Stored: ok}
 		if err != nil || !ok {
-			adm = retry.Send
 			return err
 		}
 		var next retry.Circuit
-		adm, next, until = c.Admit(b.now(), b.hold, spreadKey)
-		if adm == retry.Probe {
+		adm.Admission, next, until = c.Admit(b.now(), b.hold, spreadKey)
+		if adm.Admission == retry.Probe {
 			return b.put(tx, key, next)
 		}
 		return nil
@@ -59,14 +77,17 @@ func (b *Breakers) Admit(ctx context.Context, key store.Key, spreadKey string) (
 	return adm, until, err
 }
 
-// Succeeded records a send that succeeded after adm: a probe closes the
-// circuit; a send on a closed circuit writes nothing. Errors are the
-// store's.
-func (b *Breakers) Succeeded(ctx context.Context, key store.Key, adm retry.Admission) error {
-	if adm != retry.Probe {
+// Succeeded records a send that succeeded after adm: it clears the
+// circuit (a probe closes it, a send resets the failures counted); a send
+// on a circuit with nothing stored writes nothing. Errors are the store's.
+func (b *Breakers) Succeeded(ctx context.Context, key store.Key, adm Admission) error {
+	b.mu.Lock()
+	known := b.stored[key]
+	b.mu.Unlock()
+	if adm.Admission != retry.Probe && !adm.Stored && !known {
 		return nil
 	}
-	return store.Update(ctx, b.st, func(tx *store.Tx) error {
+	err := store.Update(ctx, b.st, func(tx *store.Tx) error {
 		_, ok, err := b.load(ctx, tx, key)
 		if err != nil || !ok {
 			return err
@@ -74,6 +95,20 @@ func (b *Breakers) Succeeded(ctx context.Context, key store.Key, adm retry.Admis
 		tx.Delete(key)
 		return nil
 	})
+	if err == nil {
+		b.remember(key, false)
+	}
+	return err
+}
+
+func (b *Breakers) remember(key store.Key, stored bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if stored {
+		b.stored[key] = true
+	} else {
+		delete(b.stored, key)
+	}
 }
 
 // Failed records a send after adm that failed with f (retry.Circuit.Failed:
@@ -81,20 +116,22 @@ func (b *Breakers) Succeeded(ctx context.Context, key store.Key, adm retry.Admis
 // probe moves the next probe later, a probe the destination answered
 // closes it). dest names the destination in the probes' jitter. Errors are
 // the store's.
-func (b *Breakers) Failed(ctx context.Context, key store.Key, dest string, adm retry.Admission, f retry.Failure) error {
-	if adm == retry.Send && !f.DownsDestination() {
+func (b *Breakers) Failed(ctx context.Context, key store.Key, dest string, adm Admission, f retry.Failure) error {
+	if adm.Admission == retry.Send && !f.DownsDestination() {
 		return nil
 	}
-	return store.Update(ctx, b.st, func(tx *store.Tx) error {
+	stored := false
+	err := store.Update(ctx, b.st, func(tx *store.Tx) error {
 		c, ok, err := b.load(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		next := c.Failed(dest, adm == retry.Probe, b.now(), b.policy, f)
+		next := c.Failed(dest, adm.Admission == retry.Probe, b.now(), b.policy, f)
+		stored = !next.Zero()
 		switch {
 		case next == c:
 			return nil
-		case !next.Open():
+		case next.Zero():
 			if ok {
 				tx.Delete(key)
 			}
@@ -102,6 +139,10 @@ func (b *Breakers) Failed(ctx context.Context, key store.Key, dest string, adm r
 		}
 		return b.put(tx, key, next)
 	})
+	if err == nil {
+		b.remember(key, stored)
+	}
+	return err
 }
 
 // State returns the circuit under key (closed when there is none). Errors
@@ -140,9 +181,11 @@ func (b *Breakers) put(tx *store.Tx, key store.Key, c retry.Circuit) error {
 	if err != nil {
 		return err
 	}
-	at := c.NextProbeAt
-	if c.ProbeUntil.After(at) {
-		at = c.ProbeUntil
+	at := b.now()
+	for _, t := range []time.Time{c.NextProbeAt, c.ProbeUntil} {
+		if t.After(at) {
+			at = t
+		}
 	}
 	tx.Put(store.Item{Key: key, Type: TypeCircuit, Data: data, ExpiresAt: at.Add(b.policy.For + 24*time.Hour).Unix()})
 	return nil

@@ -23,6 +23,7 @@ package effects
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,33 +179,26 @@ func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit 
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 			case err != nil:
-				first = cmp(first, err)
+				first = cmp.Or(first, err)
 				continue
 			default:
 				ch.New = &it
 			}
 			if ch.New != nil {
 				if err := handle(ctx, ch); err != nil {
-					first = cmp(first, fmt.Errorf("effects of %s: %w", p.m.Item, err))
+					first = cmp.Or(first, fmt.Errorf("effects of %s: %w", p.m.Item, err))
 					continue
 				}
 			}
 		}
 		key := p.key
 		if err := st.Commit(ctx, []store.Write{{Delete: &key}}); err != nil {
-			first = cmp(first, err)
+			first = cmp.Or(first, err)
 			continue
 		}
 		done++
 	}
 	return done, first
-}
-
-func cmp(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // Of returns the effects (other than Reanchor, which depends on what else

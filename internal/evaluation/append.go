@@ -159,9 +159,11 @@ func (s *Service) AppendEvent(ctx context.Context, planID string, raw []byte, c 
 		tx.Put(evItem)
 		tx.Put(idItem)
 		tx.Put(exItem)
-		// PLAN_COMPLETE's VERIFY must not depend on the feed alone.
-		if err := effects.Stage(tx, exItem.Key, ex.version+1, s.now(), effects.Of(TypeExecution, nil, exItem.Data)); err != nil {
-			return err
+		// PLAN_COMPLETE's VERIFY must not depend on the stream alone.
+		if s.markEffects {
+			if err := effects.Stage(tx, exItem.Key, ex.version+1, s.now(), effects.Of(TypeExecution, nil, exItem.Data)); err != nil {
+				return err
+			}
 		}
 		out = Appended{ev.EventID, digest, seq}
 		return nil

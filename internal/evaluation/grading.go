@@ -414,7 +414,7 @@ func (s *Service) updateVerification(ctx context.Context, vid string, fn func(cu
 			return err
 		}
 		tx.Put(item)
-		return markVerification(tx, it, item, s.now())
+		return s.markVerification(tx, it, item)
 	})
 }
 

@@ -37,6 +37,8 @@ type WatcherReader interface {
 type Service struct {
 	store store.Store
 	now   func() time.Time
+	// markEffects: Options.MarkEffects.
+	markEffects bool
 	judge Judge
 	// retry bounds the attempts at each criterion; grader carries the
 	// grading jobs (Options).
@@ -57,6 +59,10 @@ type Service struct {
 // Options configure the service.
 type Options struct {
 	Now func() time.Time
+	// MarkEffects makes a PLAN_COMPLETE, and a VERIFY whose verdict
+	// becomes FAIL, write the marker of their effects (package effects):
+	// on AWS, whose stream may discard a change's record.
+	MarkEffects bool
 	// Judge grades HEURISTIC criteria; nil leaves them pending.
 	Judge Judge
 	// JudgeRetry bounds the judge's attempts at each criterion (zero
@@ -90,7 +96,7 @@ func New(st store.Store, opt Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
+	return &Service{store: st, markEffects: opt.MarkEffects, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
 		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), retain: opt.RetainEvidence, programs: map[string]*anticipate.Anticipation{}}
 }
 

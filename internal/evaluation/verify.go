@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
@@ -134,11 +133,13 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 			return wrap(err)
 		}
 		writes := []store.Write{store.PutIfAbsent(item)}
-		// A failing verdict's alerts must not depend on the feed alone.
-		if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
-			return wrap(err)
-		} else if ok {
-			writes = append(writes, w)
+		// A failing verdict's alerts must not depend on the stream alone.
+		if s.markEffects {
+			if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
+				return wrap(err)
+			} else if ok {
+				writes = append(writes, w)
+			}
 		}
 		err = s.store.Commit(ctx, writes)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
@@ -286,7 +287,7 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 			return err
 		}
 		tx.Put(item)
-		if err := markVerification(tx, it, item, s.now()); err != nil {
+		if err := s.markVerification(tx, it, item); err != nil {
 			return err
 		}
 		out = v
@@ -299,9 +300,13 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 }
 
 // markVerification stages the marker of a VERIFY's change from old to
-// next when it calls for effects (a verdict that became FAIL alerts).
-func markVerification(tx *store.Tx, old, next store.Item, at time.Time) error {
-	return effects.Stage(tx, next.Key, old.Version+1, at, effects.Of(TypeVerification, old.Data, next.Data))
+// next when it calls for effects (a verdict that became FAIL alerts) and
+// Options.MarkEffects asks for markers.
+func (s *Service) markVerification(tx *store.Tx, old, next store.Item) error {
+	if !s.markEffects {
+		return nil
+	}
+	return effects.Stage(tx, next.Key, old.Version+1, s.now(), effects.Of(TypeVerification, old.Data, next.Data))
 }
 
 // HandleChange runs VERIFY when an execution's PLAN_COMPLETE is committed

@@ -7,6 +7,7 @@ package feed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -465,6 +466,46 @@ func SetAsideInStore(st store.Store, rec metrics.Recorder, now func() time.Time,
 		rec.Record(metrics.FeedSetAside, 1)
 		return nil
 	}
+}
+
+// RetrySetAside handles again each change set aside in st
+// (SetAsideInStore), at most limit: as a change from nothing to its item as
+// it is now (which every effect handles idempotently; nothing, when the
+// item is gone), and removes its record once that succeeds. A change that
+// still fails stays for the next call. It returns how many it redid, and
+// the first failure.
+func RetrySetAside(ctx context.Context, st store.Store, handle func(context.Context, store.Change) error, limit int) (int, error) {
+	p, err := st.Query(ctx, store.Query{PK: SetAsidePK, Limit: min(limit, store.MaxLimit)})
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	var first error
+	for _, it := range p.Items {
+		var rec SetAsideRecord
+		if err := json.Unmarshal(it.Data, &rec); err != nil {
+			continue
+		}
+		cur, err := st.Get(ctx, rec.Key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			first = cmp.Or(first, err)
+			continue
+		default:
+			if err := handle(ctx, store.Change{Key: rec.Key, New: &cur}); err != nil {
+				first = cmp.Or(first, fmt.Errorf("change %s of %s set aside: %w", rec.Seq, rec.Key, err))
+				continue
+			}
+		}
+		key := it.Key
+		if err := st.Commit(ctx, []store.Write{{Delete: &key}}); err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		done++
+	}
+	return done, first
 }
 
 // ChangeHandler processes one change; an error means retry it.

@@ -103,6 +103,23 @@ func TestRunSetsAsideAPoisonedChange(t *testing.T) {
 	if err := json.Unmarshal(page.Items[0].Data, &kept); err != nil || !strings.Contains(kept.Key.String(), "poison") || kept.Reason != "cannot apply this change" {
 		t.Fatalf("kept %+v (%v)", kept, err)
 	}
+	// Tried again (the embedded runtime does every 30 s): while it still
+	// fails it stays; once it applies, its effect (the instant it
+	// schedules) happens and its record is gone.
+	if n, err := feed.RetrySetAside(ctx, st, h.Handle, 100); n != 0 || err == nil {
+		t.Fatalf("a change still failing: %d redone, %v", n, err)
+	}
+	cured := &feed.Processor{Scheduler: clock, Watcher: svc, Current: svc.Get}
+	if n, err := feed.RetrySetAside(ctx, st, cured.Handle, 100); n != 1 || err != nil {
+		t.Fatalf("a change that applies now: %d redone, %v", n, err)
+	}
+	held := false
+	for _, in := range clock.Pending() {
+		held = held || in.ExpectationID == "poison"
+	}
+	if page, err := st.Query(ctx, store.Query{PK: feed.SetAsidePK, Limit: 10}); err != nil || len(page.Items) != 0 || !held {
+		t.Fatalf("after the retry: %d set aside, %v; poison's instant held %v", len(page.Items), err, held)
+	}
 }
 
 // failingClock is a clock whose every call fails, as Scheduler does when

@@ -81,7 +81,7 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	if err != nil {
 		return s.storeRetry(), true
 	}
-	if adm == retry.Wait {
+	if adm.Admission == retry.Wait {
 		return s.waitForProbe(ctx, agent, id, until)
 	}
 	if s.opt.ClaimSends {

@@ -299,7 +299,7 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	if err != nil {
 		return o.storeRetry(), true
 	}
-	if adm == retry.Wait {
+	if adm.Admission == retry.Wait {
 		return o.park(ctx, rec, until)
 	}
 	if o.opt.ClaimSends {

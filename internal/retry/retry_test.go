@@ -144,6 +144,17 @@ func TestCircuit(t *testing.T) {
 	if got := c.Failed("agent:a", false, t0, p, Failure{Class: Rejected, Permanent: true}); got.Open() {
 		t.Fatal("one message's refusal opened the circuit")
 	}
+	// Failures in a row are counted while it stays closed; a success in
+	// between would clear them (the caller deletes the stored circuit).
+	for i := 1; i < OpenAfter; i++ {
+		c = c.Failed("agent:a", false, t0, p, down)
+		if c.Open() || c.Failures != i || c.Zero() {
+			t.Fatalf("failure %d of %d: %+v", i, OpenAfter, c)
+		}
+		if a, _, _ := c.Admit(t0, hold, "m1"); a != Send {
+			t.Fatal("a circuit counting failures still sends")
+		}
+	}
 	c = c.Failed("agent:a", false, t0, p, down)
 	if !c.Open() || c.Probes != 1 || !c.NextProbeAt.After(t0) || c.LastClass != Unreachable {
 		t.Fatalf("opened: %+v", c)
@@ -163,8 +174,10 @@ func TestCircuit(t *testing.T) {
 	if a != Probe || !probing.ProbeUntil.Equal(at.Add(hold)) {
 		t.Fatalf("due: %v %+v", a, probing)
 	}
+	// During the probe the others look again soon (most probes answer
+	// at once), not after its whole hold.
 	a, _, until = probing.Admit(at.Add(time.Second), hold, "m4")
-	if a != Wait || until.Before(probing.ProbeUntil) {
+	if a != Wait || until.Before(at.Add(time.Second+WaitSpread/2)) || until.After(at.Add(time.Second+WaitSpread)) {
 		t.Fatalf("during the probe: %v until %s", a, until)
 	}
 	// A probe whose holder died: another probe after hold.
@@ -255,4 +268,29 @@ func (q *wakeQueue) Pop() any {
 	x := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return x
+}
+
+// TestIntermittentFailuresDoNotOpen: a destination that fails one send in
+// three (and answers the others) never has its circuit opened, so its
+// messages are not held up waiting for probes; three failures in a row
+// open it.
+func TestIntermittentFailuresDoNotOpen(t *testing.T) {
+	p := Policy{}.WithDefaults()
+	var c Circuit
+	for i := range 300 {
+		if i%3 == 2 {
+			c = c.Failed("agent:a", false, t0, p, Failure{Class: ServerError})
+		} else {
+			c = c.Succeeded() // Breakers clears a stored circuit on success
+		}
+		if c.Open() {
+			t.Fatalf("opened after send %d", i)
+		}
+	}
+	for range OpenAfter {
+		c = c.Failed("agent:a", false, t0, p, Failure{Class: ServerError})
+	}
+	if !c.Open() {
+		t.Fatalf("%d failures in a row left it closed: %+v", OpenAfter, c)
+	}
 }

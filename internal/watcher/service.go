@@ -33,6 +33,8 @@ type Service struct {
 	cards   map[string]cachedCard
 
 	metrics metrics.Recorder
+	// markEffects: see MarkEffects.
+	markEffects bool
 }
 
 type cachedCard struct {
@@ -47,6 +49,14 @@ func New(st store.Store, now func() time.Time, cfg expect.Config) *Service {
 	}
 	return &Service{store: st, now: func() time.Time { return now().UTC() }, cfg: cfg, cards: map[string]cachedCard{}, metrics: metrics.Nop}
 }
+
+// MarkEffects makes every commit that calls for effects the change feed
+// must not lose write their marker (package effects): on AWS, whose
+// stream may discard a change's record. The embedded feed loses none (it
+// replays what it has not acknowledged, and retries what it set aside), so
+// it saves the marker's write and clear. Call it before the service is
+// used.
+func (s *Service) MarkEffects(on bool) { s.markEffects = on }
 
 // SetMetrics makes the service count the transitions it commits (raised,
 // satisfied, lapsed, withdrawn, and each lapse's lateness) on m; call it

@@ -24,6 +24,8 @@ type txState struct {
 	orig     map[string]*expect.Record
 	origData map[string][]byte
 	store    store.Store
+	// mark stages effect markers (Service.MarkEffects).
+	mark bool
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
@@ -122,8 +124,10 @@ func (st *txState) stage() error {
 			return err
 		}
 		st.tx.Put(it)
-		if err := st.markEffects(id, it); err != nil {
-			return err
+		if st.mark {
+			if err := st.markEffects(id, it); err != nil {
+				return err
+			}
 		}
 	}
 	for _, sub := range st.dirtySub {
@@ -198,6 +202,7 @@ func (s *Service) update(ctx context.Context, agent string, fn func(st *txState)
 	var last *txState
 	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
 		last = newTxState(ctx, s.store, tx, agent, s.now(), s.cfg.Retain)
+		last.mark = s.markEffects
 		return fn(last)
 	})
 	if err == nil && last != nil {

@@ -74,6 +74,9 @@ type Agent struct {
 	headers    map[string][]http.Header // by messageId, oldest first
 	failN      int
 	failStatus int
+	// failEvery, when positive, fails every failEvery-th request with
+	// failEveryStatus (FailEvery).
+	failEvery, failEveryStatus int
 	delay      time.Duration
 	requests   int
 	changed    chan struct{}
@@ -234,6 +237,15 @@ func (a *Agent) FailNext(n int, status int) {
 	a.failN, a.failStatus = n, status
 }
 
+// FailEvery makes the agent answer every k-th JSON-RPC request with the
+// HTTP status (k <= 0: none), as an agent with intermittent failures does:
+// a sender's retries, spread over whatever else happens, still deliver.
+func (a *Agent) FailEvery(k int, status int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failEvery, a.failEveryStatus = k, status
+}
+
 // SetDelay makes the agent wait d before handling each JSON-RPC request
 // (or until the client gives up).
 func (a *Agent) SetDelay(d time.Duration) {
@@ -254,6 +266,8 @@ func (a *Agent) middleware(next http.Handler) http.Handler {
 		if a.failN > 0 {
 			a.failN--
 			fail = a.failStatus
+		} else if a.failEvery > 0 && a.requests%a.failEvery == 0 {
+			fail = a.failEveryStatus
 		}
 		a.mu.Unlock()
 

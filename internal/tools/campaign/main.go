@@ -79,6 +79,7 @@ func main() {
 	flag.BoolVar(&cfg.NoKill, "no-kill", false, "baseline: the same rounds, load and checks without killing the server")
 	all := flag.Bool("all", false, "run both full campaigns, the embedded one and then the AWS mode on moto (each with its defaults; -seed applies to both), and print a summary of the two")
 	flag.BoolVar(&cfg.NoFaults, "no-faults", false, "AWS mode without fault injection (by default: GSIs 2 s behind, 2% throttled calls, 2% conflicting transactions, stream records out of order, duplicated and cut off)")
+	flag.IntVar(&cfg.AgentFailEvery, "agent-fail-every", 3, "the agent answers every n-th lapse task with 503, so deliveries are retried across the kills (0: never)")
 	flag.BoolVar(&cfg.AWS, "aws", false, "AWS mode: run the server against the moto emulator (-aws-endpoint, own table and schedule group) instead of -data; defaults 50 rounds, 4 workers, 1,000 operations, 15m budget (-short: 3 rounds, ~200 operations, 25s budget)")
 	flag.Parse()
 	if *all {
@@ -128,6 +129,10 @@ type Config struct {
 	// Scheduler fires early, late, twice or never: dynamotest.DefaultFaults,
 	// -aws-stream-faults and -scheduler-faults).
 	NoFaults bool
+	// AgentFailEvery makes the agent answer every n-th lapse task with
+	// 503 (0: never), so that deliveries are retried, and their retries
+	// (and the agent's circuit) span the kills.
+	AgentFailEvery int
 }
 
 // Result holds the campaign's figures.
@@ -402,6 +407,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	tb := &agentTB{c: c}
 	defer tb.close()
 	agent := a2atest.NewAgent(tb, agentVersion)
+	agent.FailEvery(cfg.AgentFailEvery, 503)
 
 	fmt.Fprintf(out, "clockwork kill -9 campaign: seed %d, %d workers, at least %d rounds and %d acknowledged operations\n", cfg.Seed, cfg.Workers, cfg.Rounds, cfg.MinOps)
 	if cfg.AWS {
