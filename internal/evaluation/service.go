@@ -39,7 +39,7 @@ type Service struct {
 	now   func() time.Time
 	// markEffects: Options.MarkEffects.
 	markEffects bool
-	judge Judge
+	judge       Judge
 	// retry bounds the attempts at each criterion; grader carries the
 	// grading jobs (Options).
 	retry  JudgeRetry

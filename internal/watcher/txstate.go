@@ -25,7 +25,7 @@ type txState struct {
 	origData map[string][]byte
 	store    store.Store
 	// mark stages effect markers (Service.MarkEffects).
-	mark bool
+	mark     bool
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject

@@ -77,11 +77,11 @@ type Agent struct {
 	// failEvery, when positive, fails every failEvery-th request with
 	// failEveryStatus (FailEvery).
 	failEvery, failEveryStatus int
-	delay      time.Duration
-	requests   int
-	changed    chan struct{}
-	security   []Security
-	refused    int
+	delay                      time.Duration
+	requests                   int
+	changed                    chan struct{}
+	security                   []Security
+	refused                    int
 }
 
 // NewAgent starts an agent speaking version ("1.0" or "0.3") on 127.0.0.1
