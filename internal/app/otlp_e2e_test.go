@@ -224,6 +224,15 @@ func scenarioOTLPTraces(t *testing.T) {
 			t.Fatalf("%s %q: %d %s", c.ct, c.body, r.status, r.body)
 		}
 	}
+	// OTLP/JSON is JSON: a span name with bytes that are not UTF-8 is a
+	// 400 naming where, not a name stored with U+FFFD in it.
+	badName := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"tool \xff call"}]}]}]}`
+	req, _ = http.NewRequest("POST", e.srv.URL+"/v1/traces", strings.NewReader(strings.Replace(badName, `\xff`, "\xff", 1)))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if r := e.do(req); r.status != 400 || !strings.Contains(string(r.body), "UTF-8") || !strings.Contains(string(r.body), "resourceSpans[0].scopeSpans[0].spans[0].name") {
+		t.Fatalf("a span name that is not UTF-8: %d %s", r.status, r.body)
+	}
 	// Another tenant's token: its spans naming this agent are rejected.
 	req, _ = http.NewRequest("POST", e.srv.URL+"/v1/traces", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tenantB)

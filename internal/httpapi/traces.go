@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/jsonwalk"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
@@ -59,6 +60,14 @@ func (h *Handler) traces(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(b) > MaxTracesDecompressed {
 		return errs.E(errs.TooLarge, "the export request is over %d MB decompressed; export smaller batches", MaxTracesDecompressed>>20)
+	}
+	// OTLP/JSON is JSON, whose text is UTF-8: protojson (and encoding/json)
+	// would take bytes that are not, replaced by U+FFFD, into a span's
+	// name or attributes; the protobuf path refuses them already.
+	if isJSON {
+		if path, bad := jsonwalk.InvalidString(b); bad {
+			return errs.Fields("invalid text", []errs.FieldError{{Path: path, Message: "is not valid UTF-8 (or holds an unpaired surrogate escape)"}})
+		}
 	}
 	out, err := h.Traces.Export(r.Context(), b, isJSON, callerCtx(r.Context()))
 	if err != nil {
