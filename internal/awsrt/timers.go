@@ -264,7 +264,9 @@ func (r *Runtime) RepairEffects(ctx context.Context) (int, error) {
 	}
 	now := r.Watcher.Now()
 	start := int(now.Unix()/60) % effects.Shards
-	n, err := effects.Repair(ctx, r.Store, now.Add(-after), start, MaxSweepRecords, r.HandleChange)
+	// Each marker may make a lapse task's attempt (bounded by its own
+	// timeout): the run stops taking them before the function's deadline.
+	n, err := effects.Repair(ctx, r.Store, now.Add(-after), start, MaxSweepRecords, func() bool { return streamNearDeadline(ctx) }, r.HandleChange)
 	if n > 0 {
 		r.Log.Warn("sweep: redid the effects of changes the stream did not process", "changes", n)
 		metrics.Or(r.Config.Metrics).Record(metrics.EffectsRepaired, float64(n))

@@ -151,10 +151,11 @@ type Handler func(ctx context.Context, ch store.Change) error
 // Repair redoes the effects of the markers committed at or before cutoff
 // (at most limit): each is handled by handle as a change from nothing to
 // its item as it is now (nothing, when the item is gone), then cleared. It
-// returns how many it repaired; a marker whose handling fails is left for
-// the next run, and the error of the first such is returned with the rest
-// still tried.
-func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit int, handle Handler) (int, error) {
+// stops taking markers once stop reports true (the caller's deadline is
+// near; nil: never). It returns how many it repaired; a marker whose
+// handling fails is left for the next run, and the error of the first
+// such is returned with the rest still tried.
+func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit int, stop func() bool, handle Handler) (int, error) {
 	type pending struct {
 		key store.Key
 		m   Marker
@@ -172,6 +173,9 @@ func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit 
 	for _, p := range todo {
 		if ctx.Err() != nil {
 			return done, ctx.Err()
+		}
+		if stop != nil && stop() {
+			return done, first
 		}
 		if p.m.Item != (store.Key{}) {
 			ch := store.Change{Key: p.m.Item}

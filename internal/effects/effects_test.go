@@ -113,9 +113,13 @@ func TestMarkersRepairAndClear(t *testing.T) {
 	if n := count(t0); n != 2 {
 		t.Fatalf("%d markers after clearing b's, want 2", n)
 	}
+	// Near the caller's deadline it takes none.
+	if n, err := Repair(ctx, st, t0, 0, 100, func() bool { return true }, func(context.Context, store.Change) error { return nil }); n != 0 || err != nil || count(t0) != 2 {
+		t.Fatalf("repair told to stop: %d, %v, %d left", n, err, count(t0))
+	}
 	var seen []store.Change
 	failing := errors.New("judge down")
-	n, err := Repair(ctx, st, t0, 0, 100, func(_ context.Context, ch store.Change) error {
+	n, err := Repair(ctx, st, t0, 0, 100, nil, func(_ context.Context, ch store.Change) error {
 		seen = append(seen, ch)
 		return failing
 	})
@@ -125,7 +129,7 @@ func TestMarkersRepairAndClear(t *testing.T) {
 	if n := count(t0); n != 1 {
 		t.Fatalf("%d markers after a failed repair, want c's left", n)
 	}
-	n, err = Repair(ctx, st, t0, 0, 100, func(context.Context, store.Change) error { return nil })
+	n, err = Repair(ctx, st, t0, 0, 100, nil, func(context.Context, store.Change) error { return nil })
 	if n != 1 || err != nil || count(t0) != 0 {
 		t.Fatalf("second repair: %d, %v, %d left", n, err, count(t0))
 	}

@@ -313,7 +313,7 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 			}
 			out = append(out, o)
 		}
-		if st.writes() > store.MaxCommitWrites {
+		if len(st.dirty)+len(st.dirtySub) > store.MaxCommitWrites {
 			return errs.E(errs.Invalid, "these facts change more than %d records at once; report them in smaller batches", store.MaxCommitWrites)
 		}
 		return st.stage()

@@ -81,7 +81,12 @@ func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.I
 		}
 		byAgent[in.AgentID] = append(byAgent[in.AgentID], in)
 	}
-	const chunk = store.MaxCommitWrites / 2 // each record may also write its subject
+	// Each record may also write its subject, and its lapse's effect
+	// marker (MarkEffects).
+	chunk := store.MaxCommitWrites / 2
+	if s.markEffects {
+		chunk = store.MaxCommitWrites / 3
+	}
 	for _, agent := range order {
 		list := byAgent[agent]
 		for len(list) > 0 {

@@ -109,13 +109,27 @@ func (st *txState) setSubject(r *expect.SubjectRecord) {
 }
 
 // writes returns how many records and subjects staging would write (their
-// lookup entries aside, which store.Update fits around them).
-func (st *txState) writes() int { return len(st.dirty) + len(st.dirtySub) }
+// lookup entries aside, which store.Update fits around them), and, with
+// effect markers, one for each record (the room its marker may take), so
+// that the commits that bound themselves by it leave that room.
+func (st *txState) writes() int {
+	n := len(st.dirty) + len(st.dirtySub)
+	if st.mark {
+		n += len(st.dirty)
+	}
+	return n
+}
 
 // stage puts every changed record and subject into the transaction, with
 // the marker of each record change whose effects must not be lost
 // (package effects: its alerts, the re-anchoring of its dependents).
 func (st *txState) stage() error {
+	// Markers take what room the commit has left (store.MaxCommitWrites):
+	// the commits that bound themselves by writes() leave it, and one that
+	// cannot be split (a fact matching many lapsed expectations) is not
+	// refused for them; a change whose marker did not fit relies on its
+	// stream record alone, as every change did before markers.
+	room := store.MaxCommitWrites - st.writes()
 	for _, id := range st.dirty {
 		r := st.records[id]
 		expect.StampExpiry(r, st.now, st.retain)
@@ -124,9 +138,13 @@ func (st *txState) stage() error {
 			return err
 		}
 		st.tx.Put(it)
-		if st.mark {
-			if err := st.markEffects(id, it); err != nil {
+		if st.mark && room > 0 {
+			marked, err := st.markEffects(id, it)
+			if err != nil {
 				return err
+			}
+			if marked {
+				room--
 			}
 		}
 	}
@@ -141,15 +159,15 @@ func (st *txState) stage() error {
 }
 
 // markEffects stages the marker of the change of record id to it, when it
-// calls for effects: the version the commit writes is the one read plus
-// one (1 for a record it creates).
-func (st *txState) markEffects(id string, it store.Item) error {
+// calls for effects, and reports whether it did: the version the commit
+// writes is the one read plus one (1 for a record it creates).
+func (st *txState) markEffects(id string, it store.Item) (bool, error) {
 	kinds := effects.Of(TypeExpectation, st.origData[id], it.Data)
 	orig, r := st.orig[id], st.records[id]
 	if r.SatisfiedBy != nil && (orig == nil || orig.SatisfiedBy == nil) {
 		deps, err := st.hasDependents(id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if deps {
 			kinds = effects.With(kinds, effects.Reanchor)
@@ -159,7 +177,7 @@ func (st *txState) markEffects(id string, it store.Item) error {
 	if orig != nil {
 		version = orig.Version + 1
 	}
-	return effects.Stage(st.tx, it.Key, version, st.now, kinds)
+	return len(kinds) > 0, effects.Stage(st.tx, it.Key, version, st.now, kinds)
 }
 
 // hasDependents reports whether an expectation is anchored on record id
