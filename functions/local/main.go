@@ -56,6 +56,7 @@ func run() error {
 	timekeepers := flag.Bool("send-to-timekeepers", false, "send lapse tasks also to agents whose card says keepsTime: true")
 	attempts := flag.Int("delivery-attempts", 0, "when positive, also dead-letter a lapse task or notification after this many attempts (0: -delivery-retry-for alone)")
 	retryFor := flag.Duration("delivery-retry-for", retry.DefaultFor, "how long lapse tasks and notifications are retried from their first failure before they are dead-lettered")
+	maxWait := flag.Duration("delivery-max-wait", retry.DefaultCeiling, "the longest wait between two attempts at a lapse task or notification (waits grow with the time spent failing, up to this)")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	judgeURL := flag.String("judge-url", "", "model judge endpoint for HEURISTIC criteria (none: they stay PENDING)")
 	judgeToken := flag.String("judge-token", "", "bearer token sent to the judge")
@@ -209,7 +210,7 @@ func run() error {
 		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, GradingQueueURL: gradingURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
-			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, DeliveryMaxWait: *maxWait, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
 			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
 		})
@@ -249,10 +250,10 @@ func run() error {
 		a, err := app.Start(app.Config{RetainEvidence: keepEvidence,
 			DataDir: *data, Auth: authn, Log: log, Rules: rules,
 			AllowPrivateAgents: *allowPrivate, MCPAllowedOrigins: allowedOrigins,
-			Outbox:   outbox.Options{MaxAttempts: *attempts, RetryFor: *retryFor, SendToTimekeepers: *timekeepers},
+			Outbox:   outbox.Options{MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait, SendToTimekeepers: *timekeepers},
 			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
-			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor},
+			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait},
 		})
 		if err != nil {
 			return err

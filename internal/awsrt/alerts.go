@@ -107,6 +107,9 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = cfg.DeliveryAttempts
 	}
+	if opt.MaxBackoff == 0 {
+		opt.MaxBackoff = cfg.DeliveryMaxWait
+	}
 	// Function instances apart may attempt one notification at once.
 	opt.ClaimSends = true
 	if cfg.Now != nil {

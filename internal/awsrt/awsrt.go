@@ -113,7 +113,10 @@ type Config struct {
 	// DeliveryRetryFor is how long lapse tasks and notifications are
 	// retried from their first failure (DELIVERY_RETRY_FOR, a Go duration;
 	// default retry.DefaultFor, a day).
-	DeliveryRetryFor     time.Duration
+	DeliveryRetryFor time.Duration
+	// DeliveryMaxWait bounds the wait between two delivery attempts
+	// (DELIVERY_MAX_WAIT, a Go duration; default retry.DefaultCeiling).
+	DeliveryMaxWait      time.Duration
 	JudgeURL, JudgeToken string // JUDGE_URL, JUDGE_TOKEN
 	// JudgeKind (JUDGE_KIND: http, openai, bedrock) and JudgeModel
 	// (JUDGE_MODEL) choose the judge (judge.Config); for bedrock JUDGE_URL
@@ -220,6 +223,11 @@ func FromEnv() (Config, error) {
 	if v := os.Getenv("DELIVERY_ATTEMPTS"); v != "" {
 		if c.DeliveryAttempts, err = envInt("DELIVERY_ATTEMPTS", 0); err != nil {
 			return c, err
+		}
+	}
+	if v := os.Getenv("DELIVERY_MAX_WAIT"); v != "" {
+		if c.DeliveryMaxWait, err = time.ParseDuration(v); err != nil || c.DeliveryMaxWait <= 0 {
+			return c, fmt.Errorf("DELIVERY_MAX_WAIT: %q is not a positive duration (e.g. 1h)", v)
 		}
 	}
 	if v := os.Getenv("DELIVERY_RETRY_FOR"); v != "" {
@@ -491,7 +499,7 @@ func (r *Runtime) startWorkers() {
 		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	}
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
-		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
+		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, MaxBackoff: cfg.DeliveryMaxWait, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
 			Metrics: cfg.Metrics, ClaimSends: true /* function instances apart may attempt one lapse at once */}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,

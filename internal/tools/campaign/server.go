@@ -58,7 +58,11 @@ func (b backend) String() string {
 func startServer(bin string, be backend, tokens string, log io.Writer) (*server, error) {
 	args := append([]string{"-addr", "127.0.0.1:0"}, be.args()...)
 	// The campaign's agents run on loopback.
-	args = append(args, "-tokens", tokens, "-allow-private-agents", "-log-level", "warn")
+	// Waits between delivery attempts of at most 5 s: the campaign checks
+	// that nothing is lost or sent twice across kills, and a minute-long
+	// wait (the default policy's, for a lapse failing since the campaign
+	// began) would only stretch its settling.
+	args = append(args, "-tokens", tokens, "-allow-private-agents", "-log-level", "warn", "-delivery-max-wait", "5s")
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
