@@ -124,6 +124,25 @@ func (l *agentLink) up() {
 	l.t.Fatalf("agent link cannot listen again on %s: %v", l.addr, err)
 }
 
+// registerBehindLink registers an A2A 1.0 agent whose card sends lapse
+// tasks through an agentLink (which the test takes down and up), not to
+// the agent itself.
+func registerBehindLink(t *testing.T, e *testEnv) (*a2atest.Agent, *agentLink) {
+	t.Helper()
+	var link *agentLink
+	ag := register(t, e, "1.0", func(card map[string]any) {
+		iface := card["supportedInterfaces"].([]any)[0].(map[string]any)
+		u, err := url.Parse(iface["url"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		link = newAgentLink(t, u.Host)
+		u.Host = link.addr
+		iface["url"] = u.String()
+	})
+	return ag, link
+}
+
 func (l *agentLink) connections() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -148,18 +167,7 @@ func scenarioAgentDownSlowThenBack(t *testing.T) {
 	})
 	slow := 10 * time.Second // far beyond the attempt timeout
 
-	// The card sends lapse tasks through the link, not to the agent.
-	var link *agentLink
-	ag := register(t, e, "1.0", func(card map[string]any) {
-		iface := card["supportedInterfaces"].([]any)[0].(map[string]any)
-		u, err := url.Parse(iface["url"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		link = newAgentLink(t, u.Host)
-		u.Host = link.addr
-		iface["url"] = u.String()
-	})
+	ag, link := registerBehindLink(t, e)
 
 	raise := func(id string) {
 		t.Helper()
@@ -280,17 +288,7 @@ func scenarioAgentDownSlowThenBack(t *testing.T) {
 // clock: outbox.TestAgentBackAfterAnOutageGetsItsTask.)
 func scenarioAgentDownThenBack(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.Outbox = outbox.Options{} })
-	var link *agentLink
-	ag := register(t, e, "1.0", func(card map[string]any) {
-		iface := card["supportedInterfaces"].([]any)[0].(map[string]any)
-		u, err := url.Parse(iface["url"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		link = newAgentLink(t, u.Host)
-		u.Host = link.addr
-		iface["url"] = u.String()
-	})
+	ag, link := registerBehindLink(t, e)
 	const outage = 8 * time.Second
 	link.down()
 	down := time.Now()

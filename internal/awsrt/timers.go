@@ -41,18 +41,6 @@ const (
 	sweepRoundPause = 2 * time.Second
 )
 
-// sleepCtx waits d unless ctx ends first (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // SweepEvent is the input of the recurring sweep schedule:
 // {"action":"sweep"}.
 type SweepEvent struct {
@@ -220,7 +208,7 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	// round's moves (GSIs lag their table by a moment), so a run takes
 	// up to SweepRounds times as much before the next minute's goes on.
 	for round := 1; round < SweepRounds && err == nil && res.Truncated && !nearDeadline(ctx); round++ {
-		if !sleepCtx(ctx, sweepRoundPause) {
+		if sleep(ctx, sweepRoundPause); ctx.Err() != nil {
 			break
 		}
 		var more SweepResult

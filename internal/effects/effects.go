@@ -178,21 +178,9 @@ func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit 
 			return done, first
 		}
 		if p.m.Item != (store.Key{}) {
-			ch := store.Change{Key: p.m.Item}
-			it, err := st.Get(ctx, p.m.Item)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case err != nil:
-				first = cmp.Or(first, err)
+			if err := Redo(ctx, st, p.m.Item, handle); err != nil {
+				first = cmp.Or(first, fmt.Errorf("effects of %s: %w", p.m.Item, err))
 				continue
-			default:
-				ch.New = &it
-			}
-			if ch.New != nil {
-				if err := handle(ctx, ch); err != nil {
-					first = cmp.Or(first, fmt.Errorf("effects of %s: %w", p.m.Item, err))
-					continue
-				}
 			}
 		}
 		key := p.key
@@ -203,6 +191,21 @@ func Repair(ctx context.Context, st store.Store, cutoff time.Time, start, limit 
 		done++
 	}
 	return done, first
+}
+
+// Redo handles, with handle, a change from nothing to the item under key
+// as it is now, which every effect of the item's changes handles
+// idempotently; an item that is gone needs nothing. Errors are the
+// store's and handle's.
+func Redo(ctx context.Context, st store.Store, key store.Key, handle Handler) error {
+	it, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return handle(ctx, store.Change{Key: key, New: &it})
 }
 
 // Of returns the effects (other than Reanchor, which depends on what else

@@ -486,17 +486,9 @@ func RetrySetAside(ctx context.Context, st store.Store, handle func(context.Cont
 		if err := json.Unmarshal(it.Data, &rec); err != nil {
 			continue
 		}
-		cur, err := st.Get(ctx, rec.Key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			first = cmp.Or(first, err)
+		if err := effects.Redo(ctx, st, rec.Key, handle); err != nil {
+			first = cmp.Or(first, fmt.Errorf("change %s of %s set aside: %w", rec.Seq, rec.Key, err))
 			continue
-		default:
-			if err := handle(ctx, store.Change{Key: rec.Key, New: &cur}); err != nil {
-				first = cmp.Or(first, fmt.Errorf("change %s of %s set aside: %w", rec.Seq, rec.Key, err))
-				continue
-			}
 		}
 		key := it.Key
 		if err := st.Commit(ctx, []store.Write{{Delete: &key}}); err != nil {
