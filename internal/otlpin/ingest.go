@@ -107,6 +107,8 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 			evs = append(evs, p.se.Events...)
 		}
 		Order(evs)
+		var raws [][]byte
+		var spans []string
 		for _, ev := range evs {
 			if rejected[ev.Span] != "" {
 				continue
@@ -118,18 +120,27 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 			if err != nil {
 				return Result{}, err
 			}
-			if _, err := in.Eval.AppendEvent(ctx, plan, raw, c); err != nil {
-				if errors.Is(err, store.ErrTooLarge) {
-					rejected[ev.Span] = fmt.Sprintf("plan %q: the event is too large to store", plan)
-					continue
-				}
-				switch errs.CodeOf(err) {
-				case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden, errs.TooLarge:
-					rejected[ev.Span] = fmt.Sprintf("plan %q: %s", plan, messageOf(err))
-					continue
-				}
-				return Result{}, err
+			raws, spans = append(raws, raw), append(spans, ev.Span)
+		}
+		// One batch per plan: one commit for an export of ordinary size.
+		results, err := in.Eval.AppendEvents(ctx, plan, raws, c)
+		if err != nil {
+			return Result{}, err
+		}
+		for i, r := range results {
+			if r.Err == nil {
+				continue
 			}
+			if errors.Is(r.Err, store.ErrTooLarge) {
+				rejected[spans[i]] = fmt.Sprintf("plan %q: the event is too large to store", plan)
+				continue
+			}
+			switch errs.CodeOf(r.Err) {
+			case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden, errs.TooLarge:
+				rejected[spans[i]] = fmt.Sprintf("plan %q: %s", plan, messageOf(r.Err))
+				continue
+			}
+			return Result{}, r.Err
 		}
 	}
 	return summarize(rejected), nil

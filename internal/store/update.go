@@ -169,6 +169,10 @@ func (tx *Tx) stage(w Write) {
 	tx.writes = append(tx.writes, w)
 }
 
+// Staged counts the writes staged so far (lookup entries not included), for
+// a caller that sizes its commit to MaxCommitWrites.
+func (tx *Tx) Staged() int { return len(tx.writes) }
+
 // Writes returns the staged writes, in staging order, followed by the
 // writes of the lookup entries they imply.
 func (tx *Tx) Writes() []Write { return append(slices.Clone(tx.writes), tx.entryWrites()...) }
