@@ -183,7 +183,9 @@ func run(plans, batch, conns int, seed []byte, profile string) (result, error) {
 		pprof.StopCPUProfile()
 	}
 	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(100 * time.Microsecond) }
+	pct := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(100 * time.Microsecond)
+	}
 	n := float64(plans * spansPerTrace)
 	return result{
 		spansPerSec: n / wall.Seconds(), cpuPerSpan: float64(used.Microseconds()) / n, cpuPerSpanVerified: float64(usedAll.Microseconds()) / n,

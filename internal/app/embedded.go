@@ -110,7 +110,7 @@ type Config struct {
 // which the embedded store slows committers down (bolt.Options.FeedLagLimit):
 // about 3 MB of changes, whose pages stay on the store's free list once the
 // feed has caught up, and which every later commit writes with that list.
-const FeedLagLimit = 5000
+const FeedLagLimit = 20000
 
 // App is a running embedded runtime.
 type App struct {
@@ -273,7 +273,7 @@ func Start(cfg Config) (*App, error) {
 		// the reason, counted) so the changes behind it go on; the
 		// window's sweep finds the instants it would have scheduled.
 		a.run(func() {
-			_ = feed.RunWith(ctx, st, a.Feed, cfg.Log, feed.Options{MaxAttempts: feed.DefaultMaxAttempts, SetAside: feed.SetAsideInStore(st, cfg.Metrics, a.Watcher.Now, cfg.Rules.Retain)})
+			_ = feed.RunWith(ctx, st, a.Feed, cfg.Log, feed.Options{MaxAttempts: feed.DefaultMaxAttempts, Lanes: feed.DefaultLanes, SetAside: feed.SetAsideInStore(st, cfg.Metrics, a.Watcher.Now, cfg.Rules.Retain)})
 		})
 	}
 	return a, nil

@@ -27,13 +27,21 @@ func (s *Service) compiled(rec *AnticipationRecord) (*anticipate.Anticipation, e
 	if err != nil {
 		return nil, fmt.Errorf("stored anticipation %s no longer validates: %w", rec.AnticipateID, err)
 	}
+	s.keepCompiled(rec.Digest, a)
+	return a, nil
+}
+
+// keepCompiled caches a validated ANTICIPATE under its digest: Declare
+// keeps what it validated, so that the VERIFY of a plan that runs soon
+// after its declaration (a traced agent's usual case) does not validate
+// and compile it again.
+func (s *Service) keepCompiled(digest string, a *anticipate.Anticipation) {
 	s.progMu.Lock()
 	if len(s.programs) > 4096 {
 		clear(s.programs)
 	}
-	s.programs[rec.Digest] = a
+	s.programs[digest] = a
 	s.progMu.Unlock()
-	return a, nil
 }
 
 // watcherEnv adapts the watcher reader to one agent for the assertions.

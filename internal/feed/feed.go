@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/effects"
@@ -342,11 +345,21 @@ type Options struct {
 	// SetAside keeps a change given up on, with the reason (SetAsideInStore
 	// on the embedded store); it is called until it succeeds.
 	SetAside func(ctx context.Context, ch store.Change, cause error) error
+	// Lanes handles the changes of different items side by side, each
+	// item's changes in order in one lane, as DynamoDB Streams' shards and
+	// Lambda's parallelization factor do (0 or 1: one change at a time).
+	// The handlers are safe for it: they run so on AWS.
+	Lanes int
 }
 
 // DefaultMaxAttempts is how often the embedded runtime tries a change
 // (about 25 s of backoff in all) before setting it aside.
 const DefaultMaxAttempts = 10
+
+// DefaultLanes is the embedded runtime's Options.Lanes: enough for one
+// item's slow handler (a VERIFY waiting for its commit) not to hold up the
+// others, and for the commits of several to share one write to disk.
+const DefaultLanes = 8
 
 // RunWith is Run that sets aside a change still failing after
 // opt.MaxAttempts, so that one poisoned change does not block every
@@ -376,32 +389,77 @@ func RunWith(ctx context.Context, fr store.FeedReader, p ChangeHandler, log *slo
 			}
 			continue
 		}
-		for _, ch := range changes {
-			backoff := 50 * time.Millisecond
-			for attempt := 1; ; attempt++ {
-				err := p.Handle(ctx, ch)
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return nil
-				}
-				if opt.MaxAttempts > 0 && attempt >= opt.MaxAttempts && opt.SetAside != nil {
-					if setAside(ctx, opt.SetAside, ch, err, log) {
-						break
-					}
-					return nil
-				}
-				log.Error("feed change failed; retrying", "seq", ch.Seq, "key", ch.Key.String(), "attempt", attempt, "err", err)
-				if !sleep(ctx, backoff) {
-					return nil
-				}
-				backoff = min(backoff*2, 10*time.Second)
-			}
+		if !handleAll(ctx, changes, p, log, opt) {
+			return nil
 		}
 		if err := fr.AckFeed(ctx, changes[len(changes)-1].Seq); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("feed ack failed", "err", err)
 		}
+	}
+}
+
+// handleAll applies changes, in lanes by item (Options.Lanes), each change
+// retried until it applies or is set aside. It returns false when ctx ended
+// first.
+func handleAll(ctx context.Context, changes []store.Change, p ChangeHandler, log *slog.Logger, opt Options) bool {
+	if opt.Lanes <= 1 || len(changes) == 1 {
+		for _, ch := range changes {
+			if !handleOne(ctx, ch, p, log, opt) {
+				return false
+			}
+		}
+		return true
+	}
+	lanes := make([][]store.Change, opt.Lanes)
+	for _, ch := range changes {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(ch.Key.PK))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(ch.Key.SK))
+		i := h.Sum32() % uint32(opt.Lanes)
+		lanes[i] = append(lanes[i], ch)
+	}
+	var wg sync.WaitGroup
+	var stopped atomic.Bool
+	for _, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, ch := range lane {
+				if !handleOne(ctx, ch, p, log, opt) {
+					stopped.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !stopped.Load()
+}
+
+// handleOne applies ch, retrying with backoff, and sets it aside after
+// opt.MaxAttempts. It returns false when ctx ended first.
+func handleOne(ctx context.Context, ch store.Change, p ChangeHandler, log *slog.Logger, opt Options) bool {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.Handle(ctx, ch)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if opt.MaxAttempts > 0 && attempt >= opt.MaxAttempts && opt.SetAside != nil {
+			return setAside(ctx, opt.SetAside, ch, err, log)
+		}
+		log.Error("feed change failed; retrying", "seq", ch.Seq, "key", ch.Key.String(), "attempt", attempt, "err", err)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

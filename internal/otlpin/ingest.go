@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/store"
 )
+
+// PlansAtOnce bounds the plans of one export appended at the same time.
+const PlansAtOnce = 16
 
 // Ingester appends the events of exported spans to their plans.
 type Ingester struct {
@@ -85,6 +90,15 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 		}
 		byPlan[plan] = append(byPlan[plan], planned{se: se, agent: agent})
 	}
+	// Each plan's events are one batch; the plans of an export are
+	// appended side by side, so that the store's group commit makes their
+	// commits one write to disk rather than one after the other.
+	type batch struct {
+		plan  string
+		raws  [][]byte
+		spans []string
+	}
+	var batches []batch
 	for _, plan := range order {
 		agents := map[string]bool{}
 		for _, p := range byPlan[plan] {
@@ -107,8 +121,7 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 			evs = append(evs, p.se.Events...)
 		}
 		Order(evs)
-		var raws [][]byte
-		var spans []string
+		b := batch{plan: plan}
 		for _, ev := range evs {
 			if rejected[ev.Span] != "" {
 				continue
@@ -120,28 +133,41 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 			if err != nil {
 				return Result{}, err
 			}
-			raws, spans = append(raws, raw), append(spans, ev.Span)
+			b.raws, b.spans = append(b.raws, raw), append(b.spans, ev.Span)
 		}
-		// One batch per plan: one commit for an export of ordinary size.
-		results, err := in.Eval.AppendEvents(ctx, plan, raws, c)
-		if err != nil {
-			return Result{}, err
-		}
-		for i, r := range results {
-			if r.Err == nil {
-				continue
+		batches = append(batches, b)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(PlansAtOnce)
+	for _, b := range batches {
+		g.Go(func() error {
+			results, err := in.Eval.AppendEvents(gctx, b.plan, b.raws, c)
+			if err != nil {
+				return err
 			}
-			if errors.Is(r.Err, store.ErrTooLarge) {
-				rejected[spans[i]] = fmt.Sprintf("plan %q: the event is too large to store", plan)
-				continue
+			mu.Lock()
+			defer mu.Unlock()
+			for i, r := range results {
+				if r.Err == nil {
+					continue
+				}
+				if errors.Is(r.Err, store.ErrTooLarge) {
+					rejected[b.spans[i]] = fmt.Sprintf("plan %q: the event is too large to store", b.plan)
+					continue
+				}
+				switch errs.CodeOf(r.Err) {
+				case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden, errs.TooLarge:
+					rejected[b.spans[i]] = fmt.Sprintf("plan %q: %s", b.plan, messageOf(r.Err))
+					continue
+				}
+				return r.Err
 			}
-			switch errs.CodeOf(r.Err) {
-			case errs.Invalid, errs.NotFound, errs.Conflict, errs.Forbidden, errs.TooLarge:
-				rejected[spans[i]] = fmt.Sprintf("plan %q: %s", plan, messageOf(r.Err))
-				continue
-			}
-			return Result{}, r.Err
-		}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Result{}, err
 	}
 	return summarize(rejected), nil
 }
