@@ -7,6 +7,7 @@
 package main
 
 import (
+	"log"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -20,6 +21,10 @@ import (
 func main() {
 	rt := awsrt.MustStartAPI()
 	h := rt.Traces()
-	otlpin.Mount(h)
+	cfg := otlpin.DefaultConfig()
+	if err := cfg.FromEnv(os.Getenv); err != nil {
+		log.Fatal(err)
+	}
+	otlpin.Mount(h, cfg)
 	lambda.Start(emf.FlushAfter(rt.EMF, os.Stdout, httpadapter.NewV2(h).ProxyWithContext))
 }

@@ -83,6 +83,8 @@ func run() error {
 	retainExpectations := flag.String("retain-expectations", "P90D", "how long an expectation record is kept once final (satisfied, withdrawn, lapsed with its task delivered or dead-lettered), counted from then: a Go (2160h) or ISO 8601 (P90D) duration, 0 forever")
 	retainEvidence := flag.String("retain-evidence", "P400D", "how long a completed plan's evidence (ANTICIPATEs, events, VERIFYs, bundle) is kept after PLAN_COMPLETE: a Go or ISO 8601 duration, 0 forever")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
+	otlpCfg := otlpin.DefaultConfig()
+	otlpCfg.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	keepRecords, err := retention.Parse(*retainExpectations)
@@ -237,7 +239,7 @@ func run() error {
 		}
 		mcpapi.Mount(rt.API())
 		// On AWS the ingest function serves /v1/traces; locally, the API.
-		otlpin.Mount(rt.API())
+		otlpin.Mount(rt.API(), otlpCfg)
 		rt.API().Console = console.Assets{}
 		handler = rt.HTTP()
 		closeRuntime = func() error { local.Close(); return nil }
@@ -253,7 +255,7 @@ func run() error {
 			Outbox:   outbox.Options{MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait, SendToTimekeepers: *timekeepers},
 			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"),
-			Metrics: rec, SMTP: mailer, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait},
+			Metrics: rec, SMTP: mailer, OTLP: otlpCfg, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait},
 		})
 		if err != nil {
 			return err

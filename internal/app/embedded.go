@@ -58,6 +58,8 @@ type Config struct {
 	// MCPAllowedOrigins are the browser origins that may call /mcp
 	// (httpapi.Handler.MCPAllowedOrigins; none by default).
 	MCPAllowedOrigins []string
+	// OTLP bounds trace ingest (-otlp-* flags; zero fields: defaults).
+	OTLP otlpin.Config
 	// NoSync turns off fsync per commit (benchmarks only).
 	NoSync bool
 	// TimerWorkers evaluate instants concurrently (default 8).
@@ -242,7 +244,7 @@ func Start(cfg Config) (*App, error) {
 	a.Handler.Metrics = cfg.Metrics
 	a.Handler.MCPAllowedOrigins = cfg.MCPAllowedOrigins
 	mcpapi.Mount(a.Handler)
-	otlpin.Mount(a.Handler)
+	otlpin.Mount(a.Handler, cfg.OTLP)
 	a.Handler.Console = console.Assets{}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -258,7 +258,7 @@ func (e *testEnv) restartAWS() {
 	// As deployed: API Gateway sends POST /v1/traces to the ingest
 	// function (its own handler), everything else to the api function.
 	traces := rt.Traces()
-	otlpin.Mount(traces)
+	otlpin.Mount(traces, otlpin.Config{})
 	mux := http.NewServeMux()
 	mux.Handle("/", awsops.Tag("api", rt.HTTP()))
 	mux.Handle("POST /v1/traces", awsops.Tag("ingest", traces))

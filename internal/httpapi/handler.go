@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/auth"
@@ -70,6 +71,10 @@ type Handler struct {
 
 	mux      *http.ServeMux
 	patterns []string
+	// tracesLimits and tracesSlots bound POST /v1/traces (SetTracesLimits).
+	tracesLimits TracesLimits
+	tracesSlots  chan struct{}
+	tracesOnce   sync.Once
 }
 
 // route is one entry of the routes table: a ServeMux pattern, the scope it

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/jsonwalk"
@@ -25,11 +26,70 @@ type TracesExporter interface {
 	Export(ctx context.Context, body []byte, isJSON bool, c evaluation.Caller) ([]byte, error)
 }
 
-// Bounds of an OTLP export request: as sent, and decompressed.
-const (
-	MaxTracesBody         = 4 << 20
-	MaxTracesDecompressed = 16 << 20
-)
+// TracesLimits bound OTLP export requests: bytes as sent and
+// decompressed, and requests read and decoded at once (a request beyond
+// them waits up to QueueWait for a slot, then gets 429 with
+// Retry-After, the OTLP/HTTP way to throttle an exporter). With the
+// defaults, the requests at once hold at most Concurrent x (Decompressed +
+// its decoding) of memory.
+type TracesLimits struct {
+	Body, Decompressed, Concurrent int
+	// QueueWait is how long a request waits for a slot (zero:
+	// DefaultTracesQueueWait).
+	QueueWait time.Duration
+}
+
+// DefaultTracesLimits are the bounds of a server that sets none.
+func DefaultTracesLimits() TracesLimits {
+	return TracesLimits{Body: 4 << 20, Decompressed: 16 << 20, Concurrent: 4}
+}
+
+// DefaultTracesQueueWait is how long an export request waits for a slot.
+const DefaultTracesQueueWait = 2 * time.Second
+
+// SetTracesLimits sets the bounds of POST /v1/traces (zero fields:
+// defaults). Call it before serving.
+func (h *Handler) SetTracesLimits(l TracesLimits) {
+	d := DefaultTracesLimits()
+	if l.Body <= 0 {
+		l.Body = d.Body
+	}
+	if l.Decompressed <= 0 {
+		l.Decompressed = d.Decompressed
+	}
+	if l.Concurrent <= 0 {
+		l.Concurrent = d.Concurrent
+	}
+	if l.QueueWait <= 0 {
+		l.QueueWait = DefaultTracesQueueWait
+	}
+	h.tracesLimits, h.tracesSlots = l, make(chan struct{}, l.Concurrent)
+}
+
+// takeTracesSlot waits for a slot of the exports at once; release it with
+// the function returned. Errors: TooManyRequests after QueueWait.
+func (h *Handler) takeTracesSlot(ctx context.Context) (func(), error) {
+	h.tracesOnce.Do(func() {
+		if h.tracesSlots == nil {
+			h.SetTracesLimits(TracesLimits{})
+		}
+	})
+	select {
+	case h.tracesSlots <- struct{}{}:
+		return func() { <-h.tracesSlots }, nil
+	default:
+	}
+	t := time.NewTimer(h.tracesLimits.QueueWait)
+	defer t.Stop()
+	select {
+	case h.tracesSlots <- struct{}{}:
+		return func() { <-h.tracesSlots }, nil
+	case <-t.C:
+		return nil, errs.E(errs.TooManyRequests, "%d export requests are being received at once, this server's limit; retry after the Retry-After delay", cap(h.tracesSlots))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // traces serves POST /v1/traces, the OTLP/HTTP traces endpoint.
 func (h *Handler) traces(w http.ResponseWriter, r *http.Request) error {
@@ -41,25 +101,31 @@ func (h *Handler) traces(w http.ResponseWriter, r *http.Request) error {
 	if !isJSON && mt != "application/x-protobuf" {
 		return errs.Fields("unsupported content type", []errs.FieldError{{Path: "Content-Type", Message: "must be application/x-protobuf or application/json (OTLP/HTTP)"}})
 	}
-	var body io.Reader = http.MaxBytesReader(nil, r.Body, MaxTracesBody)
+	release, err := h.takeTracesSlot(r.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
+	limits := h.tracesLimits
+	var body io.Reader = http.MaxBytesReader(nil, r.Body, int64(limits.Body))
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 	case "gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return tooLargeOr(err, errs.Fields("bad encoding", []errs.FieldError{{Path: "Content-Encoding", Message: "the body is not gzip"}}))
+			return tooLargeOr(err, limits, errs.Fields("bad encoding", []errs.FieldError{{Path: "Content-Encoding", Message: "the body is not gzip"}}))
 		}
 		defer zr.Close()
-		body = io.LimitReader(zr, MaxTracesDecompressed+1)
+		body = io.LimitReader(zr, int64(limits.Decompressed)+1)
 	default:
 		return errs.Fields("unsupported encoding", []errs.FieldError{{Path: "Content-Encoding", Message: "must be gzip or none"}})
 	}
 	b, err := io.ReadAll(body)
 	if err != nil {
-		return tooLargeOr(err, errs.Fields("bad body", []errs.FieldError{{Path: "body", Message: "could not be read: " + err.Error()}}))
+		return tooLargeOr(err, limits, errs.Fields("bad body", []errs.FieldError{{Path: "body", Message: "could not be read: " + err.Error()}}))
 	}
-	if len(b) > MaxTracesDecompressed {
-		return errs.E(errs.TooLarge, "the export request is over %d MB decompressed; export smaller batches", MaxTracesDecompressed>>20)
+	if len(b) > limits.Decompressed {
+		return errs.E(errs.TooLarge, "the export request is over %d bytes decompressed, this server's limit; export smaller batches", limits.Decompressed)
 	}
 	// OTLP/JSON is JSON, whose text is UTF-8: protojson (and encoding/json)
 	// would take bytes that are not, replaced by U+FFFD, into a span's
@@ -80,10 +146,10 @@ func (h *Handler) traces(w http.ResponseWriter, r *http.Request) error {
 }
 
 // tooLargeOr is a 413 when err is the body limit, else other.
-func tooLargeOr(err error, other error) error {
+func tooLargeOr(err error, l TracesLimits, other error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return errs.E(errs.TooLarge, "the export request is over %d MB; export smaller batches", MaxTracesBody>>20)
+		return errs.E(errs.TooLarge, "the export request is over %d bytes, this server's limit; export smaller batches", l.Body)
 	}
 	return other
 }

@@ -13,9 +13,6 @@
 package otlpin
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,66 +23,47 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Decode reads an export request body: OTLP protobuf, or OTLP JSON (whose
-// trace and span ids are hex, not protobuf JSON's base64). An error says
-// why the body is not a request.
-func Decode(body []byte, isJSON bool) (*tracev1.TracesData, error) {
-	var td tracev1.TracesData
-	if !isJSON {
-		if err := proto.Unmarshal(body, &td); err != nil {
-			return nil, fmt.Errorf("not an OTLP protobuf ExportTraceServiceRequest: %w", err)
-		}
-		return &td, nil
-	}
-	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
-	}
-	if err := hexIDsToBase64(doc); err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &td); err != nil {
-		return nil, fmt.Errorf("not an OTLP JSON ExportTraceServiceRequest: %w", err)
-	}
-	return &td, nil
+// Decoded is an export request decoded: its spans, and the spans refused
+// on the wire for a limit (left in Traces with their ids alone).
+type Decoded struct {
+	Traces  *tracev1.TracesData
+	Refused []RefusedSpan
 }
 
-// idFields are the OTLP JSON fields that hold ids in hex.
-var idFields = map[string]bool{"traceId": true, "spanId": true, "parentSpanId": true, "trace_id": true, "span_id": true, "parent_span_id": true}
-
-// hexIDsToBase64 rewrites, in place, every id field of an OTLP JSON
-// document from hex to the base64 protobuf JSON expects.
-func hexIDsToBase64(v any) error {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			if s, ok := val.(string); ok && idFields[k] {
-				if s == "" {
-					continue
-				}
-				b, err := hex.DecodeString(s)
-				if err != nil {
-					return fmt.Errorf("%s %q is not hex", k, s)
-				}
-				x[k] = base64.StdEncoding.EncodeToString(b)
-				continue
-			}
-			if err := hexIDsToBase64(val); err != nil {
-				return err
-			}
+// Decode reads an export request body, OTLP protobuf or OTLP JSON (whose
+// trace and span ids are hex, not protobuf JSON's base64), checking l on
+// the wire first (see Limits) and decoding straight into the protobuf
+// types. Errors: a *LimitError for a request refused whole by a limit;
+// another error says why the body is not a request.
+func Decode(body []byte, isJSON bool, l Limits) (Decoded, error) {
+	l = l.withDefaults()
+	var td tracev1.TracesData
+	if !isJSON {
+		kept, refused, err := filterProto(body, l)
+		if err != nil {
+			return Decoded{}, protoError(err)
 		}
-	case []any:
-		for _, e := range x {
-			if err := hexIDsToBase64(e); err != nil {
-				return err
-			}
+		if err := proto.Unmarshal(kept, &td); err != nil {
+			return Decoded{}, fmt.Errorf("not an OTLP protobuf ExportTraceServiceRequest: %w", err)
 		}
+		return Decoded{&td, refused}, nil
 	}
-	return nil
+	kept, refused, err := filterJSON(body, l)
+	if err != nil {
+		return Decoded{}, err
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(kept, &td); err != nil {
+		return Decoded{}, fmt.Errorf("not an OTLP JSON ExportTraceServiceRequest: %w", err)
+	}
+	return Decoded{&td, refused}, nil
+}
+
+// protoError is filterProto's error as Decode returns it.
+func protoError(err error) error {
+	if errors.Is(err, errMalformed) {
+		return fmt.Errorf("not an OTLP protobuf ExportTraceServiceRequest: %w", err)
+	}
+	return err
 }
 
 // Response encodes an ExportTraceServiceResponse: empty when nothing was
@@ -117,123 +95,4 @@ func Response(rejected int64, message string, isJSON bool) []byte {
 	var out []byte
 	out = protowire.AppendTag(out, 1, protowire.BytesType)
 	return protowire.AppendBytes(out, ps)
-}
-
-// MaxSpans bounds the spans of one export request: counted before the
-// body is decoded, so that a small compressed body of millions of empty
-// spans costs no memory (413 past it; exporters batch 512 by default).
-const MaxSpans = 5000
-
-// ErrTooManySpans is returned by CountSpans past MaxSpans.
-var ErrTooManySpans = fmt.Errorf("an export request holds more than %d spans; export smaller batches", MaxSpans)
-
-// CountSpans counts the spans of a request body without decoding it:
-// protobuf by its wire format (ResourceSpans 1, ScopeSpans 2, Span 2),
-// OTLP JSON by its tokens (the objects of every "spans" array). It stops
-// at MaxSpans+1 with ErrTooManySpans, and lets the decoder report a body
-// it cannot read.
-func CountSpans(body []byte, isJSON bool) error {
-	n := 0
-	if isJSON {
-		return countJSON(body)
-	}
-	err := eachField(body, 1, func(rs []byte) error {
-		return eachField(rs, 2, func(ss []byte) error {
-			return eachField(ss, 2, func([]byte) error {
-				if n++; n > MaxSpans {
-					return ErrTooManySpans
-				}
-				return nil
-			})
-		})
-	})
-	if errors.Is(err, ErrTooManySpans) {
-		return err
-	}
-	return nil
-}
-
-// eachField calls fn with the bytes of every length-delimited field num of
-// msg; other fields are skipped; a malformed message ends the walk.
-func eachField(msg []byte, num protowire.Number, fn func([]byte) error) error {
-	for len(msg) > 0 {
-		n, typ, l := protowire.ConsumeTag(msg)
-		if l < 0 {
-			return nil
-		}
-		msg = msg[l:]
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(msg)
-			if m < 0 {
-				return nil
-			}
-			if n == num {
-				if err := fn(v); err != nil {
-					return err
-				}
-			}
-			msg = msg[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(n, typ, msg)
-		if m < 0 {
-			return nil
-		}
-		msg = msg[m:]
-	}
-	return nil
-}
-
-// countJSON counts the objects of "spans" arrays, token by token.
-func countJSON(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		array, spans, expectKey bool
-		key                     string
-	}
-	var stack []frame
-	n := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the decoder reports what is wrong
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				if top != nil && top.array && top.spans {
-					if n++; n > MaxSpans {
-						return ErrTooManySpans
-					}
-				}
-				if top != nil && !top.array {
-					top.expectKey = true
-				}
-				stack = append(stack, frame{expectKey: true})
-			case '[':
-				spans := top != nil && !top.array && top.key == "spans"
-				if top != nil && !top.array {
-					top.expectKey = true
-				}
-				stack = append(stack, frame{array: true, spans: spans})
-			case '}', ']':
-				stack = stack[:len(stack)-1]
-			}
-		default:
-			if top == nil || top.array {
-				continue
-			}
-			if top.expectKey {
-				top.key, _ = t.(string)
-				top.expectKey = false
-			} else {
-				top.expectKey = true
-			}
-		}
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentclock/clockwork/internal/errs"
@@ -33,12 +32,12 @@ type Result struct {
 	Message  string
 }
 
-// Export binds every span of td to a plan and appends its events, plan by
+// Export binds every span of d to a plan and appends its events, plan by
 // plan, each plan's events ordered by time (PLAN_COMPLETE last). Event ids
 // derive from the trace, span and role, so exporting the same batch again
 // appends nothing new. A span that cannot be appended is counted in the
 // result, not an error; an error means the store failed (retry the export).
-func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evaluation.Caller) (Result, error) {
+func (in *Ingester) Export(ctx context.Context, d Decoded, c evaluation.Caller) (Result, error) {
 	// First every span's plan and (named) agent; then, per plan, one agent
 	// for all its events (a framework names the agent on the root span
 	// only), and every event of the plan ordered together.
@@ -49,8 +48,19 @@ func (in *Ingester) Export(ctx context.Context, td *tracev1.TracesData, c evalua
 	byPlan := map[string][]planned{}
 	var order []string
 	rejected := map[string]string{} // span key -> reason
+	refusedOnWire := map[string]bool{}
+	for i, r := range d.Refused {
+		key := r.Key
+		if key == "" {
+			key = fmt.Sprintf("refused-%d", i)
+		}
+		rejected[key], refusedOnWire[key] = r.Reason, true
+	}
 	convs := map[[2]string]string{}
-	for _, se := range Map(td) {
+	for _, se := range Map(d.Traces) {
+		if refusedOnWire[se.Key] {
+			continue
+		}
 		if se.Invalid != "" {
 			rejected[se.Key] = se.Invalid
 			continue

@@ -8,7 +8,6 @@ import (
 
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 func kv(k, v string) *commonv1.KeyValue {
@@ -16,32 +15,6 @@ func kv(k, v string) *commonv1.KeyValue {
 }
 
 func id(s string) []byte { b, _ := hex.DecodeString(s); return b }
-
-// TestCountSpans: a body of many empty spans is refused before it is
-// decoded, in protobuf and in OTLP JSON; a body within the bound is not.
-func TestCountSpans(t *testing.T) {
-	many := &tracev1.TracesData{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{}}}}}
-	for range MaxSpans + 1 {
-		many.ResourceSpans[0].ScopeSpans[0].Spans = append(many.ResourceSpans[0].ScopeSpans[0].Spans, &tracev1.Span{})
-	}
-	b, _ := proto.Marshal(many)
-	if err := CountSpans(b, false); err != ErrTooManySpans {
-		t.Fatalf("protobuf: %v", err)
-	}
-	js := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.Repeat(`{},`, MaxSpans) + `{}]}]}]}`
-	if err := CountSpans([]byte(js), true); err != ErrTooManySpans {
-		t.Fatalf("json: %v", err)
-	}
-	few := `{"resourceSpans":[{"resource":{"attributes":[{"key":"spans","value":{"stringValue":"x"}}]},"scopeSpans":[{"spans":[{"attributes":[{"key":"a","value":{}}]},{}]}]}]}`
-	if err := CountSpans([]byte(few), true); err != nil {
-		t.Fatalf("json within bounds: %v", err)
-	}
-	many.ResourceSpans[0].ScopeSpans[0].Spans = many.ResourceSpans[0].ScopeSpans[0].Spans[:10]
-	b, _ = proto.Marshal(many)
-	if err := CountSpans(b, false); err != nil {
-		t.Fatalf("protobuf within bounds: %v", err)
-	}
-}
 
 // TestMap: the mapping table, ids and times checked, and a plan's events
 // ordered with PLAN_COMPLETE last.
