@@ -11,9 +11,11 @@
 // ANTICIPATEs (not timed), sends every export with that many requests at
 // once, and prints spans/s, CPU per span (process user+system: the server
 // and the client's HTTP; bodies are encoded before the clock starts), the
-// export latency percentiles, and how long after the last export every
+// export latency percentiles (a 429 is waited out and sent again, as an
+// exporter does, within one export's latency; the count is printed), and how long after the last export every
 // plan's VERIFY was done (the change feed drained), with the CPU per span
-// that includes it.
+// that includes it. Then it exports one plan of -long-plan events and
+// prints how long after its last export its VERIFY was stored.
 //
 //	go run ./bench/otlpingest                 # 1, 8 and 32 connections
 //	go run ./bench/otlpingest -conns 8 -cpuprofile cpu.out
@@ -37,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,13 +59,14 @@ func main() {
 	conns := flag.String("conns", "1,8,32", "export requests at once, one run per value")
 	seed := flag.String("seed", "internal/anticipate/testdata/seed_anticipate.json", "the ANTICIPATE declared, renamed per plan")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the timed part of the last run to this file")
+	long := flag.Int("long-plan", 10000, "then one plan of this many events (tool spans, two events each), exported in requests of -batch spans, its root last: prints how long after its last export its VERIFY was stored (0: skip)")
 	flag.Parse()
 	raw, err := os.ReadFile(*seed)
 	if err != nil {
 		fail(err)
 	}
 	fmt.Printf("OTLP ingest, embedded default (fsync per commit): %d plans x 7 spans (a model call, 5 tool calls, the root), %d spans per export, protobuf\n", *plans, *batch)
-	fmt.Printf("%6s %10s %12s %9s %9s %9s %14s %14s\n", "conns", "spans/s", "CPU/span", "p50", "p99", "max", "verified after", "CPU/span+VERIFY")
+	fmt.Printf("%6s %10s %12s %9s %9s %9s %14s %16s %5s\n", "conns", "spans/s", "CPU/span", "p50", "p99", "max", "verified after", "CPU/span+VERIFY", "429s")
 	for _, f := range strings.Split(*conns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -72,8 +76,80 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		fmt.Printf("%6d %10.0f %10.1fµs %9s %9s %9s %14s %12.1fµs\n", n, r.spansPerSec, r.cpuPerSpan, r.p50, r.p99, r.max, r.verified, r.cpuPerSpanVerified)
+		fmt.Printf("%6d %10.0f %10.1fµs %9s %9s %9s %14s %14.1fµs %5d\n", n, r.spansPerSec, r.cpuPerSpan, r.p50, r.p99, r.max, r.verified, r.cpuPerSpanVerified, r.throttled)
 	}
+	if *long > 0 {
+		if err := longPlan(*long, *batch, raw); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// longPlan exports one plan of events tool-call events and prints how
+// long after its last export (the one with its root) its VERIFY was
+// stored.
+func longPlan(events, batch int, seed []byte) error {
+	dir, err := os.MkdirTemp("", "otlpingest-long-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	token := auth.Generate()
+	authn, _ := auth.New([]auth.TokenSpec{{Token: token, Principal: "bench", Scopes: auth.AllScopes, Agents: []string{"*"}}})
+	a, err := app.Start(app.Config{DataDir: dir, Auth: authn, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+	post := func(path, ct string, body []byte) ([]byte, error) {
+		req, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 || len(out) > 0 && ct == "application/x-protobuf" {
+			return nil, fmt.Errorf("%s: %d %q", path, resp.StatusCode, out)
+		}
+		return out, nil
+	}
+	agent, err := declare(1, seed, post)
+	if err != nil {
+		return err
+	}
+	full := trace(0, uint64(time.Now().Add(-time.Hour).UnixNano()), agent)
+	root, tool := full[len(full)-1], full[1]
+	var spans []*tracev1.Span
+	for i := range events / 2 {
+		sp := proto.Clone(tool).(*tracev1.Span)
+		sp.SpanId = binary.BigEndian.AppendUint64(nil, uint64(1000+i))
+		sp.StartTimeUnixNano += uint64(i) * uint64(time.Millisecond)
+		sp.EndTimeUnixNano += uint64(i) * uint64(time.Millisecond)
+		spans = append(spans, sp)
+	}
+	spans = append(spans, root)
+	start := time.Now()
+	for len(spans) > 0 {
+		n := min(batch, len(spans))
+		b, _ := proto.Marshal(&tracev1.TracesData{ResourceSpans: []*tracev1.ResourceSpans{{
+			Resource:   &resourcev1.Resource{Attributes: []*commonv1.KeyValue{str("gen_ai.agent.id", agent)}},
+			ScopeSpans: []*tracev1.ScopeSpans{{Spans: spans[:n]}}}}})
+		if _, err := post("/v1/traces", "application/x-protobuf", b); err != nil {
+			return err
+		}
+		spans = spans[n:]
+	}
+	exported := time.Now()
+	if err := drained(a, 5*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("one plan of %d events: exported in %v; its VERIFY stored %v after the last export\n", events+1, exported.Sub(start).Round(time.Millisecond), time.Since(exported).Round(time.Millisecond))
+	return nil
 }
 
 func fail(err error) {
@@ -84,6 +160,7 @@ func fail(err error) {
 type result struct {
 	spansPerSec, cpuPerSpan, cpuPerSpanVerified float64
 	p50, p99, max, verified                     time.Duration
+	throttled                                   int64
 }
 
 func cpu() time.Duration {
@@ -108,20 +185,30 @@ func run(plans, batch, conns int, seed []byte, profile string) (result, error) {
 	srv := httptest.NewServer(a.Handler)
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var throttled atomic.Int64
 	post := func(path, ct string, body []byte) ([]byte, error) {
-		req, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", ct)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
+		for {
+			req, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", ct)
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				// As an OTLP exporter does: wait as told, send again.
+				throttled.Add(1)
+				wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+				time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+				continue
+			}
+			if resp.StatusCode/100 != 2 {
+				return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, out)
+			}
+			return out, nil
 		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode/100 != 2 {
-			return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, out)
-		}
-		return out, nil
 	}
 	agent, err := declare(plans, seed, post)
 	if err != nil {
@@ -189,7 +276,7 @@ func run(plans, batch, conns int, seed []byte, profile string) (result, error) {
 	n := float64(plans * spansPerTrace)
 	return result{
 		spansPerSec: n / wall.Seconds(), cpuPerSpan: float64(used.Microseconds()) / n, cpuPerSpanVerified: float64(usedAll.Microseconds()) / n,
-		p50: pct(0.5), p99: pct(0.99), max: lat[len(lat)-1].Round(100 * time.Microsecond), verified: verified.Round(time.Millisecond),
+		throttled: throttled.Load(), p50: pct(0.5), p99: pct(0.99), max: lat[len(lat)-1].Round(100 * time.Microsecond), verified: verified.Round(time.Millisecond),
 	}, nil
 }
 

@@ -45,7 +45,7 @@ func DefaultTracesLimits() TracesLimits {
 }
 
 // DefaultTracesQueueWait is how long an export request waits for a slot.
-const DefaultTracesQueueWait = 2 * time.Second
+const DefaultTracesQueueWait = 5 * time.Second
 
 // SetTracesLimits sets the bounds of POST /v1/traces (zero fields:
 // defaults). Call it before serving.

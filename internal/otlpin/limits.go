@@ -158,7 +158,7 @@ func (c *Config) settings() []setting {
 	return []setting{
 		{"max-body", &c.Body, "bytes of one export request as sent (413 past it)"},
 		{"max-decompressed", &c.Decompressed, "bytes of one export request decompressed (413 past it)"},
-		{"concurrent-exports", &c.Concurrent, "export requests decoded at once; the others wait up to 2 s, then get 429 with Retry-After"},
+		{"concurrent-exports", &c.Concurrent, "export requests decoded at once; the others wait up to 5 s, then get 429 with Retry-After"},
 		{"max-spans", &c.MaxSpans, "spans in one export request (413 past it)"},
 		{"max-attributes", &c.MaxAttributes, "attributes of a span, span event, link, resource or scope (a span past it is refused in the partial success)"},
 		{"max-events", &c.MaxEvents, "events of a span"},
@@ -166,6 +166,7 @@ func (c *Config) settings() []setting {
 		{"max-value-bytes", &c.MaxValueBytes, "bytes of one string or bytes value, attribute key or name"},
 		{"max-array", &c.MaxArrayLength, "values of one array or key-value list attribute value"},
 		{"max-depth", &c.MaxDepth, "nesting of array and key-value list attribute values"},
+		{"max-elements", &c.MaxElements, "spans, events, links, attributes and array values of one request, all spans together (413 past it)"},
 	}
 }
 
