@@ -168,7 +168,7 @@ const (
 	TimerVisibilityS  = 6 * ClockTimeoutS
 	TimerMaxReceives  = 5
 	SweepExpression   = "rate(1 minute)"
-	SweepInput        = `{"action":"sweep"}`
+	SweepInput        = `{"action":"sweep","scheduledTime":"<aws.scheduler.scheduled-time>"}`
 	SweepMaxEventAgeS = 60 // a sweep that cannot run within a minute is replaced by the next one
 )
 

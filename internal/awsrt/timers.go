@@ -42,9 +42,26 @@ const (
 )
 
 // SweepEvent is the input of the recurring sweep schedule:
-// {"action":"sweep"}.
+// {"action":"sweep","scheduledTime":"<aws.scheduler.scheduled-time>"}.
 type SweepEvent struct {
 	Action string `json:"action"`
+	// ScheduledTime is when Scheduler meant the sweep to run (it replaces
+	// the context attribute in the schedule's input); empty in local runs.
+	ScheduledTime string `json:"scheduledTime,omitempty"`
+}
+
+// SweepMaxAge is how late a sweep invocation may start and still run.
+// Lambda keeps an asynchronous invocation for the function's maximum event
+// age (6 hours, which Scheduler's fires of instants need) and retries it
+// twice; a sweep has a successor every minute, so one that waited longer
+// than this does nothing rather than run hours late or run again.
+const SweepMaxAge = 2 * time.Minute
+
+// staleSweep reports whether a sweep scheduled at scheduled is too late
+// to run at now (SweepMaxAge). A time it cannot read is not stale.
+func staleSweep(scheduled string, now time.Time) bool {
+	t, err := time.Parse(time.RFC3339, scheduled)
+	return err == nil && now.Sub(t) > SweepMaxAge
 }
 
 // SweepAction is SweepEvent.Action of a sweep.
@@ -53,14 +70,16 @@ const SweepAction = "sweep"
 // HandleClockEvent is the clock function's handler. The function has three
 // triggers, told apart by the event's shape: a timer-queue batch (an SQS
 // event, answered with its partial batch failures), the recurring sweep
-// ({"action":"sweep"}), and an instant (a Scheduler fire). An error makes
+// ({"action":"sweep"}; skipped when it starts more than SweepMaxAge after
+// its scheduledTime), and an instant (a Scheduler fire). An error makes
 // the invoker retry the whole event.
 func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
 		Records []struct {
 			EventSource string `json:"eventSource"`
 		} `json:"Records"`
-		Action string `json:"action"`
+		Action        string `json:"action"`
+		ScheduledTime string `json:"scheduledTime"`
 	}
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		r.Log.Error("clock event is not a JSON object", "err", err)
@@ -73,6 +92,9 @@ func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (an
 			return nil, fmt.Errorf("decode SQS event: %w", err)
 		}
 		return r.HandleTimerQueue(ctx, ev)
+	case probe.Action == SweepAction && staleSweep(probe.ScheduledTime, r.Watcher.Now()):
+		r.Log.Warn("sweep skipped: it started too long after its scheduled time (a later sweep has run or will)", "scheduledTime", probe.ScheduledTime, "maxAge", SweepMaxAge.String())
+		return nil, nil
 	case probe.Action == SweepAction:
 		res, err := r.Sweep(ctx)
 		r.Log.Info("sweep", "ticked", res.Ticked, "deliveries", res.Deliveries, "effects", res.Effects, "truncated", res.Truncated, "err", err)

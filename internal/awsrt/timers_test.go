@@ -191,7 +191,17 @@ func TestClockEventShapes(t *testing.T) {
 		t.Fatalf("swept before SweepAfter: %s", s)
 	}
 	clock.advance(DefaultSweepAfter)
-	res, err := rt.HandleClockEvent(ctx, json.RawMessage(`{"action":"sweep"}`))
+	// A sweep Lambda held (its asynchronous queue keeps an invocation up
+	// to 6 hours) past SweepMaxAge does nothing: the next one runs.
+	stale := fmt.Sprintf(`{"action":"sweep","scheduledTime":%q}`, clock.now().Add(-SweepMaxAge-time.Second).Format(time.RFC3339))
+	if out, err := rt.HandleClockEvent(ctx, json.RawMessage(stale)); err != nil || out != nil {
+		t.Fatalf("a stale sweep: %v %v", out, err)
+	}
+	if s := state(t, rt, "forgotten"); s != expect.StateOpen {
+		t.Fatalf("a stale sweep ran: %s", s)
+	}
+	fresh := fmt.Sprintf(`{"action":"sweep","scheduledTime":%q}`, clock.now().Add(-SweepMaxAge+time.Second).Format(time.RFC3339))
+	res, err := rt.HandleClockEvent(ctx, json.RawMessage(fresh))
 	if err != nil {
 		t.Fatal(err)
 	}
