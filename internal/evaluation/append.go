@@ -87,9 +87,14 @@ func (s *Service) AppendEvents(ctx context.Context, planID string, raws [][]byte
 		if one {
 			take = todo[:1]
 		}
+		attempt := 0
 		err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+			// The first attempt reads no event id: each id's write is a
+			// conditional create, so a commit that meets a stored one (an
+			// exporter's retry) conflicts, and the next attempt reads them.
+			attempt++
 			var err error
-			results, err = s.appendSome(ctx, tx, planID, take, c)
+			results, err = s.appendSome(ctx, tx, planID, take, c, attempt == 1)
 			return err
 		})
 		switch {
@@ -143,9 +148,10 @@ var errNothingWritten = errors.New("evaluation: no event of the commit was appen
 
 // appendSome takes the first events of todo into tx, as many as one
 // commit holds and as long as they address the same agent's execution, and
-// returns what became of each one taken (refused ones included). An error
-// is the store's.
-func (s *Service) appendSome(ctx context.Context, tx *store.Tx, planID string, todo []pendingEvent, c Caller) ([]EventResult, error) {
+// returns what became of each one taken (refused ones included). When
+// optimistic, the event ids are not read (see AppendEvents). An error is
+// the store's.
+func (s *Service) appendSome(ctx context.Context, tx *store.Tx, planID string, todo []pendingEvent, c Caller, optimistic bool) ([]EventResult, error) {
 	var (
 		results []EventResult
 		agents  = map[string]agentOrErr{}
@@ -180,7 +186,7 @@ func (s *Service) appendSome(ctx context.Context, tx *store.Tx, planID string, t
 			if err != nil {
 				return nil, err
 			}
-			run = &appendRun{s: s, tx: tx, planID: planID, agent: a.agent, ex: ex, exists: exists}
+			run = &appendRun{s: s, tx: tx, planID: planID, agent: a.agent, ex: ex, exists: exists, optimistic: optimistic, staged: map[string]bool{}}
 		} else if a.agent != run.agent {
 			break // another execution: the next commit
 		}
@@ -219,6 +225,10 @@ type appendRun struct {
 	boundScope    string
 	boundLoaded   bool
 	applied       int
+	// optimistic skips reading each event id (see AppendEvents); staged
+	// holds the ids staged by this run, read back from the transaction.
+	optimistic bool
+	staged     map[string]bool
 }
 
 // writesFor bounds the writes that appending p may stage.
@@ -259,7 +269,9 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 	if len(r.bound) == 0 && !r.exists {
 		return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", r.agent, r.planID)}, nil
 	}
-	if it, ok, err := tx.Get(ctx, eventIDKey(ex.pk, ev.EventID)); err != nil {
+	if r.optimistic && !r.staged[ev.EventID] {
+		// Not read: its write below is a conditional create.
+	} else if it, ok, err := tx.Get(ctx, eventIDKey(ex.pk, ev.EventID)); err != nil {
 		return EventResult{}, err
 	} else if ok {
 		prev, err := decode[eventIDRecord](it)
@@ -330,6 +342,7 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 	}
 	tx.Put(evItem)
 	tx.Put(idItem)
+	r.staged[ev.EventID] = true
 	r.exists = true
 	r.applied++
 	return EventResult{Appended: Appended{ev.EventID, digest, seq}}, nil

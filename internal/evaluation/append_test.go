@@ -143,3 +143,45 @@ func signed(t *testing.T, raw []byte) []byte {
 	}
 	return out
 }
+
+// TestAppendEventsRetriedBatch: a batch sent again (an exporter's retry),
+// with new events among the old, answers the old ones as stored and
+// appends the new ones once; an old id with another body is refused. The
+// first attempt of a commit reads no event id, so this is its conflict
+// path.
+func TestAppendEventsRetriedBatch(t *testing.T) {
+	ctx := context.Background()
+	svc, cs := newAppendService(t)
+	caller := Caller{May: func(string) bool { return true }}
+	var first [][]byte
+	for i := range 20 {
+		first = append(first, event(i, "STEP_COMPLETE", map[string]any{"n": i}))
+	}
+	stored, err := svc.AppendEvents(ctx, "plan-batch", first, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := append([][]byte{}, first...)
+	again = append(again, event(20, "STEP_COMPLETE", nil), event(5, "STEP_COMPLETE", map[string]any{"other": true}))
+	before := cs.commits.Load()
+	got, err := svc.AppendEvents(ctx, "plan-batch", again, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range first {
+		if got[i].Err != nil || got[i].Appended != stored[i].Appended {
+			t.Fatalf("repeat %d: %+v, stored %+v", i, got[i], stored[i])
+		}
+	}
+	if got[20].Err != nil || got[20].Seq != 21 {
+		t.Fatalf("the new event: %+v, want seq 21", got[20])
+	}
+	if errs.CodeOf(got[21].Err) != errs.Conflict {
+		t.Fatalf("an old id with another body: %+v", got[21])
+	}
+	ex, _ := svc.Execution(ctx, "agent-gandalf-spell-executor-001", "plan-batch")
+	if ex.Count != 21 {
+		t.Fatalf("%d events stored, want 21", ex.Count)
+	}
+	t.Logf("the retried batch took %d commit attempts", cs.commits.Load()-before)
+}
