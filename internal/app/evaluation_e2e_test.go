@@ -512,35 +512,53 @@ func scenarioVerifySurvivesCrashBeforeFeed(t *testing.T) {
 }
 
 // scenarioLongPlanVerified runs a plan of 10,000 events whose OUTCOMEs
-// carry 5 MB of observations: its aggregate outgrows any one item (the
-// store's limit is 400 KB) and is kept in chunks (anticipate.ChunkBytes),
-// and the plan is verified like a plan of ten. In the AWS mode the same
-// 5 MB comes in 200 events (the emulator appends about 20 a second, so
-// 10,000 would take ten minutes of the suite; what matters, an aggregate
-// of 5 MB in many chunks, is the same).
+// carry 5 MB of observations, exported as an instrumented agent would
+// (OTLP, 500 spans a request, each span an OUTCOME; PLAN_COMPLETE in the
+// last request): its aggregate outgrows any one item (the store's limit is
+// 400 KB) and is kept in chunks (anticipate.ChunkBytes), and the plan is
+// verified like a plan of ten, on both runtimes.
 func scenarioLongPlanVerified(t *testing.T) {
 	e := startEnv(t)
 	e.must(201, e.call("POST", "/v1/anticipations", variant(t, "ant-long", "plan-long")))
-	n, pad := 10000, strings.Repeat("x", 480)
-	if e.aws {
-		n, pad = 200, strings.Repeat("x", 25000)
-	}
+	const n, batch = 10000, 500
+	pad := strings.Repeat("x", 480)
 	start := time.Now()
-	post := func(ev evt) {
-		t.Helper()
-		e.must(202, e.call("POST", "/v1/executions/plan-long/events", ev))
+	e.must(202, e.call("POST", "/v1/executions/plan-long/events", event("long-first", "STEP_COMPLETE")))
+	str := func(k, v string) string {
+		b, _ := json.Marshal(v)
+		return fmt.Sprintf(`{"key":%q,"value":{"stringValue":%s}}`, k, b)
 	}
-	post(event("long-first", "STEP_COMPLETE"))
+	t0 := time.Now().Add(-time.Hour).UnixNano()
+	span := func(i int, attrs ...string) string {
+		return fmt.Sprintf(`{"traceId":"0000000000000000000000000000106e","spanId":"%016x","name":"outcome","startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[%s]}`,
+			i+1, t0+int64(i)*1000, t0+int64(i)*1000+500, strings.Join(append(attrs, str("aigp.plan_id", "plan-long")), ","))
+	}
+	var spans []string
 	for i := range n - 3 {
-		post(event(fmt.Sprintf("long-%d", i), "OUTCOME", "observations", []any{obs("metric", pad, fmt.Sprintf("k%d", i))}))
+		o, _ := json.Marshal([]any{obs("metric", pad, fmt.Sprintf("k%d", i))})
+		spans = append(spans, span(i, str("aigp.message_type", "OUTCOME"), str("aigp.observations", string(o))))
 	}
-	post(event("long-outcome", "OUTCOME", "variables", map[string]any{"target_username": "alice"}, "observations", allGood()))
-	post(event("long-done", "PLAN_COMPLETE"))
+	vars, _ := json.Marshal(map[string]any{"target_username": "alice"})
+	good, _ := json.Marshal(allGood())
+	spans = append(spans, span(n, str("aigp.message_type", "OUTCOME"), str("aigp.variables", string(vars)), str("aigp.observations", string(good))),
+		span(n+1, str("aigp.message_type", "PLAN_COMPLETE")))
+	for len(spans) > 0 {
+		k := min(batch, len(spans))
+		body := `{"resourceSpans":[{"resource":{"attributes":[` + str("gen_ai.agent.id", "agent-gandalf-spell-executor-001") + `]},"scopeSpans":[{"spans":[` + strings.Join(spans[:k], ",") + `]}]}]}`
+		if r := e.must(200, e.call("POST", "/v1/traces", body)); string(r.body) != "{}" {
+			t.Fatalf("an export's answer: %s", r.body)
+		}
+		spans = spans[k:]
+	}
 	appended := time.Since(start)
 	v := e.waitVerification("ant-long")
-	t.Logf("%d events (%d KB of observations) appended in %s (%.0f/s); VERIFY %s after PLAN_COMPLETE: %s",
-		n, (n-3)*len(pad)/1024, appended.Round(time.Millisecond), float64(n)/appended.Seconds(), time.Since(start)-appended, v.Verdict)
-	if v.Verdict != anticipate.VerdictPass {
-		t.Fatalf("a long plan's VERIFY: %s %+v", v.Verdict, v.Results)
+	var page struct {
+		Execution struct{ Count int } `json:"execution"`
+	}
+	e.must(200, e.call("GET", "/v1/executions/plan-long/events?limit=1", nil)).json(t, &page)
+	t.Logf("%d events (%d KB of observations) appended in %s (%.0f/s) through OTLP; VERIFY %s after PLAN_COMPLETE: %s",
+		page.Execution.Count, (n-3)*len(pad)/1024, appended.Round(time.Millisecond), float64(n)/appended.Seconds(), time.Since(start)-appended, v.Verdict)
+	if page.Execution.Count != n || v.Verdict != anticipate.VerdictPass {
+		t.Fatalf("a long plan: %d events, VERIFY %s %+v", page.Execution.Count, v.Verdict, v.Results)
 	}
 }

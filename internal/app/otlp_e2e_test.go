@@ -214,6 +214,14 @@ func scenarioOTLPTraces(t *testing.T) {
 	if r := e.do(req); r.status != 413 {
 		t.Fatalf("6,001 spans: %d %s", r.status, r.body)
 	}
+	// A span past a limit (here 200 attributes; 128 by default) is refused
+	// by name in the partial success, before it is decoded; the request's
+	// other spans are taken.
+	wide := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060709","name":"wide","attributes":[` +
+		strings.Repeat(`{"key":"k","value":{"stringValue":"v"}},`, 199) + `{}]}]}]}]}`
+	if r := e.must(200, e.call("POST", "/v1/traces", wide)); !strings.Contains(string(r.body), `"rejectedSpans":"1"`) || !strings.Contains(string(r.body), "more than 128 attributes") {
+		t.Fatalf("a span of 200 attributes: %s", r.body)
+	}
 	// A body that is not a request, and one of another content type.
 	for _, c := range []struct{ ct, body, field string }{{"application/json", "{", "body"}, {"application/x-protobuf", "\xff\xff", "body"}, {"text/plain", "x", "Content-Type"}} {
 		req, _ := http.NewRequest("POST", e.srv.URL+"/v1/traces", bytes.NewReader([]byte(c.body)))

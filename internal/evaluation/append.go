@@ -269,19 +269,25 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 	if len(r.bound) == 0 && !r.exists {
 		return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", r.agent, r.planID)}, nil
 	}
-	if r.optimistic && !r.staged[ev.EventID] {
-		// Not read: its write below is a conditional create.
-	} else if it, ok, err := tx.Get(ctx, eventIDKey(ex.pk, ev.EventID)); err != nil {
-		return EventResult{}, err
-	} else if ok {
-		prev, err := decode[eventIDRecord](it)
+	// A repeat is answered before any refusal, so the id is read whenever
+	// the event would be refused; otherwise, on an optimistic attempt, it
+	// is not: its write below is a conditional create.
+	refusing := ex.Completed || sealing && len(r.bound) > MaxBound
+	if !r.optimistic || r.staged[ev.EventID] || refusing {
+		it, ok, err := tx.Get(ctx, eventIDKey(ex.pk, ev.EventID))
 		if err != nil {
 			return EventResult{}, err
 		}
-		if prev.Canonical != p.hash {
-			return EventResult{Err: errs.E(errs.Conflict, "event_id %q was already stored for plan %q with another body", ev.EventID, r.planID)}, nil
+		if ok {
+			prev, err := decode[eventIDRecord](it)
+			if err != nil {
+				return EventResult{}, err
+			}
+			if prev.Canonical != p.hash {
+				return EventResult{Err: errs.E(errs.Conflict, "event_id %q was already stored for plan %q with another body", ev.EventID, r.planID)}, nil
+			}
+			return EventResult{Appended: Appended{ev.EventID, prev.Digest, prev.Seq}}, nil
 		}
-		return EventResult{Appended: Appended{ev.EventID, prev.Digest, prev.Seq}}, nil
 	}
 	if ex.Completed {
 		return EventResult{Err: errs.E(errs.Conflict, "plan %q already completed; its chain is closed", r.planID)}, nil

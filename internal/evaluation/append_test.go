@@ -184,4 +184,21 @@ func TestAppendEventsRetriedBatch(t *testing.T) {
 		t.Fatalf("%d events stored, want 21", ex.Count)
 	}
 	t.Logf("the retried batch took %d commit attempts", cs.commits.Load()-before)
+
+	// Once the plan is complete, the batch that completed it, sent again,
+	// is answered as stored (not refused as after PLAN_COMPLETE).
+	done := [][]byte{event(30, "STEP_COMPLETE", nil), event(31, "PLAN_COMPLETE", nil)}
+	stored, err = svc.AppendEvents(ctx, "plan-batch", done, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = svc.AppendEvents(ctx, "plan-batch", done, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range done {
+		if got[i].Err != nil || got[i].Appended != stored[i].Appended {
+			t.Fatalf("completing batch sent again, event %d: %+v, stored %+v", i, got[i], stored[i])
+		}
+	}
 }
