@@ -3,9 +3,8 @@ package watcher
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -20,29 +19,27 @@ const TypeTaskState = "taskstate"
 // writes it before it looks up the task's expectations; a raise reads it
 // and is refused once it is there; and the change feed reads it for each
 // new expectation (WithdrawIfTaskCanceled), which withdraws one raised
-// while the cancellation was under way. Without it a raise committing
-// between a cancellation's lookup of the task's expectations and its
-// commit stayed open.
+// before the mark that the cancellation's lookup may not see (an index
+// that lags). Without it a raise committing between a cancellation's
+// lookup of the task's expectations and its commit stayed open.
 type taskState struct {
 	TaskID   string `json:"taskId"`
 	Canceled bool   `json:"canceled,omitempty"`
 	// CanceledAt is when the task's cancellation was processed.
 	CanceledAt string `json:"canceledAt,omitempty"`
 	// Swept is set once the cancellation has withdrawn every expectation
-	// its lookup found; until then the change feed leaves the task's new
-	// expectations to it (WithdrawIfTaskCanceled), so the cancellation's
-	// answer lists all it withdrew.
+	// its lookup found and answered.
 	Swept bool `json:"swept,omitempty"`
+	// FeedWithdrew holds the expectations the change feed withdrew while
+	// the cancellation was under way (before Swept), so that the
+	// cancellation's answer lists them too (at most maxFeedWithdrew).
+	FeedWithdrew []string `json:"feedWithdrew,omitempty"`
 }
 
-// sweepGrace is how long the change feed waits for a cancellation to
-// finish its sweep before withdrawing a new expectation of the task
-// itself (a cancellation cut off by a crash never sets Swept).
-const sweepGrace = 10 * time.Second
-
-// errCancellationUnderway makes the change feed retry a new expectation's
-// change while its task's cancellation is still sweeping.
-var errCancellationUnderway = errors.New("the origin task's cancellation is under way; retry")
+// maxFeedWithdrew bounds taskState.FeedWithdrew: the raises a
+// cancellation's lookup can miss are the few committed just before its
+// mark.
+const maxFeedWithdrew = 100
 
 // readTask reads an origin task's state (zero when it has none), tracked
 // for the commit's compare-and-set.
@@ -132,10 +129,26 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 			break
 		}
 	}
+	// Swept ends the cancellation; the expectations the change feed
+	// withdrew meanwhile join its answer.
+	var extra []*expect.Record
 	err = s.update(ctx, agentID, func(st *txState) error {
+		extra = nil
 		task, err := st.readTask(taskID)
 		if err != nil || task.Swept {
 			return err
+		}
+		for _, id := range task.FeedWithdrew {
+			if slices.ContainsFunc(out, func(r *expect.Record) bool { return r.Expectation.ExpectationID == id }) {
+				continue
+			}
+			r, err := st.record(id)
+			if err != nil {
+				return err
+			}
+			if r != nil && r.State == expect.StateWithdrawn {
+				extra = append(extra, r)
+			}
 		}
 		task.Swept = true
 		return st.writeTask(task)
@@ -143,31 +156,36 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 	if err != nil {
 		return out, internal(err)
 	}
-	return out, nil
+	return append(out, extra...), nil
 }
 
 // WithdrawIfTaskCanceled withdraws an open expectation whose origin task
 // was canceled: the change feed calls it for each newly raised
-// expectation, so that a raise committed while its task's cancellation was
-// under way (after the cancellation's mark, before its lookup saw it) is
-// withdrawn like the task's others. It changes nothing otherwise.
+// expectation, so that one raised just before the cancellation's mark,
+// which the cancellation's lookup did not see, is withdrawn like the
+// task's others (and, while the cancellation is under way, named in its
+// answer: taskState.FeedWithdrew). It changes nothing otherwise, and never
+// waits for the cancellation.
 func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, expectationID string) error {
 	err := s.update(ctx, agentID, func(st *txState) error {
 		task, err := st.readTask(taskID)
 		if err != nil || !task.Canceled {
 			return err
 		}
-		if !task.Swept {
-			if at, err := expect.ParseTime(task.CanceledAt); err == nil && s.now().Sub(at) < sweepGrace {
-				return errCancellationUnderway
-			}
-		}
 		r, err := st.record(expectationID)
 		if err != nil || r == nil || r.TaskID != taskID {
 			return err
 		}
-		if nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), s.now()); err == nil && changed {
-			st.set(nr)
+		nr, changed, err := expect.Withdraw(r, fmt.Sprintf("origin task %s was canceled", taskID), s.now())
+		if err != nil || !changed {
+			return nil
+		}
+		st.set(nr)
+		if !task.Swept && len(task.FeedWithdrew) < maxFeedWithdrew {
+			task.FeedWithdrew = append(task.FeedWithdrew, expectationID)
+			if err := st.writeTask(task); err != nil {
+				return err
+			}
 		}
 		return st.stage()
 	})

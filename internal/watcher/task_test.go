@@ -2,6 +2,7 @@ package watcher_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -95,5 +96,70 @@ func TestTaskCancelRacesARaise(t *testing.T) {
 	}
 	if err := raise(svc, "first"); err != nil {
 		t.Fatalf("a retry of a raise made before the cancellation: %v", err)
+	}
+}
+
+// failAfter fails every commit after the first n made through it.
+type failAfter struct {
+	store.Store
+	n, made int
+}
+
+func (s *failAfter) Commit(ctx context.Context, ws []store.Write) error {
+	if s.made++; s.made > s.n {
+		return errors.New("cut off")
+	}
+	return s.Store.Commit(ctx, ws)
+}
+
+// TestFeedWithdrawsWithoutWaitingForTheCancellation: while a task's
+// cancellation is under way (here cut off after its mark), the change feed
+// withdraws the task's new expectation at once, never asking to be retried
+// later; the cancellation, done again, names it in its answer.
+func TestFeedWithdrawsWithoutWaitingForTheCancellation(t *testing.T) {
+	ctx := context.Background()
+	bs, err := bolt.Open(filepath.Join(t.TempDir(), "w.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	now := func() time.Time { return time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC) }
+	svc := watcher.New(bs, now, expect.DefaultConfig())
+	if _, err := svc.PutCard(ctx, "agent-1", a2atest.NewAgent(t, "1.0").Card()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Raise(ctx, "agent-1", expect.RaiseRequest{TaskID: "task-7", ContextID: "c-1", Expectations: []expect.Expectation{{
+		ExpectationID: "x", Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: "x"},
+		Expects: "paid", SatisfiedBy: expect.SatisfiedBy{FactKey: "invoice.x"}, DueAt: "2026-03-02T09:00:00Z", Basis: "contract"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := watcher.New(&failAfter{Store: bs, n: 1}, now, expect.DefaultConfig())
+	if _, err := cut.TaskCanceled(ctx, "agent-1", "task-7"); err == nil {
+		t.Fatal("the cancellation was not cut off after its mark")
+	}
+	// One pass of the feed, no retries: it must not ask to wait.
+	changes, err := bs.ReadFeed(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &feed.Processor{Watcher: svc, Tasks: svc}
+	for _, ch := range changes {
+		if err := p.Handle(ctx, ch); err != nil {
+			t.Fatalf("the feed was asked to retry: %v", err)
+		}
+	}
+	if r, _ := svc.Get(ctx, "agent-1", "x"); r.State != expect.StateWithdrawn {
+		t.Fatalf("x is %s after the feed, want withdrawn", r.State)
+	}
+	got, err := svc.TaskCanceled(ctx, "agent-1", "task-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Expectation.ExpectationID != "x" {
+		t.Fatalf("the cancellation's answer: %d records, want x", len(got))
+	}
+	if again, err := svc.TaskCanceled(ctx, "agent-1", "task-7"); err != nil || len(again) != 0 {
+		t.Fatalf("a cancellation repeated once swept: %d records, %v", len(again), err)
 	}
 }
