@@ -91,7 +91,7 @@ func main() {
 		for _, s := range statuses {
 			fmt.Printf("  %s\n", s)
 		}
-		fmt.Printf("  peak heap in use +%d MB, peak RSS +%d MB (over %d MB before)\n", (peakHeap.Load()-min(heap0, peakHeap.Load()))>>20, (rss()-rss0)>>20, rss0>>20)
+		fmt.Printf("  peak heap in use +%d MB, peak RSS +%d MB (over %d MB before)\n", (peakHeap.Load()-min(heap0, peakHeap.Load()))>>20, (max(rss(), rss0)-rss0)>>20, rss0>>20)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/auth"
-	"github.com/agentclock/clockwork/internal/jsonwalk"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
@@ -127,14 +126,8 @@ func (h *Handler) traces(w http.ResponseWriter, r *http.Request) error {
 	if len(b) > limits.Decompressed {
 		return errs.E(errs.TooLarge, "the export request is over %d bytes decompressed, this server's limit; export smaller batches", limits.Decompressed)
 	}
-	// OTLP/JSON is JSON, whose text is UTF-8: protojson (and encoding/json)
-	// would take bytes that are not, replaced by U+FFFD, into a span's
-	// name or attributes; the protobuf path refuses them already.
-	if isJSON {
-		if path, bad := jsonwalk.InvalidString(b); bad {
-			return errs.Fields("invalid text", []errs.FieldError{{Path: path, Message: "is not valid UTF-8 (or holds an unpaired surrogate escape)"}})
-		}
-	}
+	// (The exporter checks the body's text as it scans it: OTLP/JSON is
+	// JSON, whose text is UTF-8.)
 	out, err := h.Traces.Export(r.Context(), b, isJSON, callerCtx(r.Context()))
 	if err != nil {
 		return err

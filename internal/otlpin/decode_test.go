@@ -246,25 +246,35 @@ func TestHostileBodyCostsItsSize(t *testing.T) {
 }
 
 // TestElementBudget: what a request decodes into is bounded as a whole,
-// each span within its own limits.
+// each span within its own limits; a span refused for a limit counts only
+// its ids.
 func TestElementBudget(t *testing.T) {
-	l := testLimits
-	l.MaxElements = 20 // 3 spans of 1 + 5 attributes + 1 event = 21
 	shapes := []shape{{attrs: 4, events: 1}, {attrs: 4, events: 1}, {attrs: 4, events: 1}}
 	for _, isJSON := range []bool{false, true} {
 		body := protoBody(t, shapes, 0)
 		if isJSON {
 			body = jsonBody(shapes, 0)
 		}
+		l := testLimits
+		l.MaxElements = 12
 		var le *LimitError
 		if _, err := Decode(body, isJSON, l); !errors.As(err, &le) || !le.TooLarge {
 			t.Fatalf("json=%v: %v, want a LimitError (413)", isJSON, err)
 		}
-		l.MaxElements = 21
+		l.MaxElements = 100
 		if _, err := Decode(body, isJSON, l); err != nil {
 			t.Fatalf("json=%v: within the budget: %v", isJSON, err)
 		}
-		l.MaxElements = 20
+		// 3 spans of 6 attributes: refused, each left with its ids.
+		wide := []shape{{attrs: 5}, {attrs: 5}, {attrs: 5}}
+		body = protoBody(t, wide, 0)
+		if isJSON {
+			body = jsonBody(wide, 0)
+		}
+		l.MaxElements = 16 // (18 attributes and 3 spans would be 40 and more)
+		if d, err := Decode(body, isJSON, l); err != nil || len(d.Refused) != 3 {
+			t.Fatalf("json=%v: refused spans count their ids only: %v, %d refused", isJSON, err, len(d.Refused))
+		}
 	}
 }
 
@@ -299,15 +309,55 @@ func fuzzDecode(f *testing.F, isJSON bool) {
 			refused[r.Key] = true
 		}
 		for _, rs := range d.Traces.ResourceSpans {
+			if !valuesWithin(rs.GetResource().GetAttributes(), l, 0) {
+				t.Fatalf("a resource past the limits was decoded: %v", rs.GetResource())
+			}
 			for _, ss := range rs.ScopeSpans {
+				if !valuesWithin(ss.GetScope().GetAttributes(), l, 0) {
+					t.Fatalf("a scope past the limits was decoded: %v", ss.GetScope())
+				}
 				for _, sp := range ss.Spans {
-					if len(sp.Attributes) > l.MaxAttributes || len(sp.Events) > l.MaxEvents || len(sp.Links) > l.MaxLinks || len(sp.Name) > l.MaxValueBytes {
-						t.Fatalf("a span past the limits was decoded: %d attributes, %d events, %d links", len(sp.Attributes), len(sp.Events), len(sp.Links))
+					if len(sp.Attributes) > l.MaxAttributes || len(sp.Events) > l.MaxEvents || len(sp.Links) > l.MaxLinks || len(sp.Name) > l.MaxValueBytes ||
+						!valuesWithin(sp.Attributes, l, 0) {
+						t.Fatalf("a span past the limits was decoded: %v", sp)
 					}
 				}
 			}
 		}
 	})
+}
+
+// valuesWithin reports whether attributes keep the per-span limits: their
+// count, keys and values, arrays' lengths and nesting.
+func valuesWithin(kvs []*commonv1.KeyValue, l Limits, depth int) bool {
+	if len(kvs) > l.MaxAttributes && depth == 0 || len(kvs) > l.MaxArrayLength && depth > 0 {
+		return false
+	}
+	for _, kv := range kvs {
+		if len(kv.Key) > l.MaxValueBytes || !valueWithin(kv.Value, l, depth) {
+			return false
+		}
+	}
+	return true
+}
+
+func valueWithin(v *commonv1.AnyValue, l Limits, depth int) bool {
+	switch {
+	case len(v.GetStringValue()) > l.MaxValueBytes || len(v.GetBytesValue()) > l.MaxValueBytes:
+		return false
+	case v.GetArrayValue() != nil:
+		if depth+1 > l.MaxDepth || len(v.GetArrayValue().Values) > l.MaxArrayLength {
+			return false
+		}
+		for _, e := range v.GetArrayValue().Values {
+			if !valueWithin(e, l, depth+1) {
+				return false
+			}
+		}
+	case v.GetKvlistValue() != nil:
+		return depth+1 <= l.MaxDepth && valuesWithin(v.GetKvlistValue().Values, l, depth+1)
+	}
+	return true
 }
 
 // FuzzDecodeProto and FuzzDecodeJSON: whatever the body, Decode does not

@@ -32,11 +32,13 @@ type Limits struct {
 	MaxArrayLength int
 	// MaxDepth bounds the nesting of array and key-value list values.
 	MaxDepth int
-	// MaxElements bounds what the request decodes into, all spans
-	// together: spans, events, links, attributes and the values of array
-	// and key-value list values (413 past it). Each costs about 100 bytes
-	// decoded however few bytes it takes on the wire (an empty attribute:
-	// 2), so this bounds a request's memory whatever it holds.
+	// MaxElements bounds what the request decodes into, all of it: each
+	// message (protobuf) or object and array value (JSON), known to OTLP or
+	// not, counts one (413 past it); a span refused for a limit counts only
+	// its ids. Each costs up to about 100 bytes decoded however few bytes
+	// it takes on the wire (an empty attribute: 2), so this bounds a
+	// request's memory whatever it holds. A span of 20 attributes is about
+	// 50 elements.
 	MaxElements int
 }
 
@@ -72,6 +74,18 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Path + ": " + e.Message }
 
+// TextError is an OTLP JSON request whose text is not valid: bytes that
+// are not UTF-8, or a surrogate escape out of its pair (JSON text is
+// UTF-8; decoders would store replacement characters).
+type TextError struct {
+	// Path names the first such string.
+	Path string
+}
+
+func (e *TextError) Error() string {
+	return e.Path + ": is not valid UTF-8 (or holds an unpaired surrogate escape)"
+}
+
 // RefusedSpan is a span refused before decoding: its key (trace id / span
 // id, hex; empty when it had none readable) and why.
 type RefusedSpan struct {
@@ -79,22 +93,30 @@ type RefusedSpan struct {
 }
 
 // spanCheck collects what one span's walk finds: the first limit broken,
-// and its ids; budget is the request's, shared by its spans.
+// and its ids.
 type spanCheck struct {
 	l               Limits
-	budget          *budget
 	reason          string
 	traceID, spanID []byte
 }
 
 // budget counts the elements a request decodes into (Limits.MaxElements).
+// A scan that allocates nothing per element may count past the budget and
+// check it later (check), so that the elements of a span it then refuses
+// (and will not decode) are given back (used is set back).
 type budget struct{ used, max int }
 
 // spend counts one element. Errors: a *LimitError past the budget.
 func (b *budget) spend() error {
-	if b.used++; b.used > b.max {
+	b.used++
+	return b.check()
+}
+
+// check returns a *LimitError when more than the budget is used.
+func (b *budget) check() error {
+	if b.used > b.max {
 		return &LimitError{TooLarge: true, Path: "body", Message: fmt.Sprintf(
-			"the request holds more than %d spans, events, links, attributes and array values in all (the server's limit); export smaller batches", b.max)}
+			"the request decodes into more than %d elements (messages, objects, array values; the server's limit); export smaller batches", b.max)}
 	}
 	return nil
 }
@@ -129,10 +151,9 @@ func (c *spanCheck) depth(d int) bool {
 	return true
 }
 
+// key names the span as Map does (trace id / span id, hex; "/" for a span
+// without ids), so that a refused span is counted once.
 func (c *spanCheck) key() string {
-	if len(c.traceID) == 0 && len(c.spanID) == 0 {
-		return ""
-	}
 	return fmt.Sprintf("%x/%x", c.traceID, c.spanID)
 }
 
@@ -166,7 +187,7 @@ func (c *Config) settings() []setting {
 		{"max-value-bytes", &c.MaxValueBytes, "bytes of one string or bytes value, attribute key or name"},
 		{"max-array", &c.MaxArrayLength, "values of one array or key-value list attribute value"},
 		{"max-depth", &c.MaxDepth, "nesting of array and key-value list attribute values"},
-		{"max-elements", &c.MaxElements, "spans, events, links, attributes and array values of one request, all spans together (413 past it)"},
+		{"max-elements", &c.MaxElements, "what one request decodes into: each protobuf message or JSON object and array value counts one (about 50 for a span of 20 attributes; 413 past it)"},
 	}
 }
 

@@ -22,7 +22,10 @@ type Exporter struct {
 func (x Exporter) Export(ctx context.Context, body []byte, isJSON bool, c evaluation.Caller) ([]byte, error) {
 	d, err := Decode(body, isJSON, x.Limits)
 	var le *LimitError
+	var te *TextError
 	switch {
+	case errors.As(err, &te):
+		return nil, errs.Fields("invalid text", []errs.FieldError{{Path: te.Path, Message: "is not valid UTF-8 (or holds an unpaired surrogate escape)"}})
 	case errors.As(err, &le) && le.TooLarge:
 		return nil, errs.E(errs.TooLarge, "%s", le.Message)
 	case errors.As(err, &le):

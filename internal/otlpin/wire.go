@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // errMalformed is a body that is not protobuf wire format.
@@ -75,48 +77,79 @@ func fields(msg []byte, fn func(num protowire.Number, typ protowire.Type, v []by
 // limit is left with its ids alone) and the spans so refused. Errors: a
 // *LimitError for the request as a whole, errMalformed.
 func filterProto(body []byte, l Limits) ([]byte, []RefusedSpan, error) {
+	// The limits, in a first pass that copies nothing; a second one
+	// rebuilds the request only when a span was refused.
+	refused, err := protoSpans(body, l, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := body
+	if len(refused) > 0 {
+		var out []byte
+		if _, err := protoSpans(body, l, &out); err != nil {
+			return nil, nil, err
+		}
+		kept = out
+	}
+	// What is left decodes into, by the schema: every message and every
+	// element of a repeated string or bytes field.
+	bud := &budget{max: l.MaxElements}
+	if err := bud.walk(kept, (&tracev1.TracesData{}).ProtoReflect().Descriptor(), 0, l.maxJSONDepth()); err != nil {
+		return nil, nil, err
+	}
+	return kept, refused, nil
+}
+
+// protoSpans walks a request's resources, scopes and spans against l and
+// returns the spans past a limit. With out, it also appends the request to
+// it, each refused span left with its ids alone.
+func protoSpans(body []byte, l Limits, out *[]byte) ([]RefusedSpan, error) {
 	var refused []RefusedSpan
 	spans := 0
-	bud := &budget{max: l.MaxElements}
-	var out []byte
+	keep := func(dst *[]byte, num protowire.Number, typ protowire.Type, v []byte) {
+		if out != nil {
+			*dst = appendField(*dst, num, typ, v)
+		}
+	}
 	err := fields(body, func(num protowire.Number, typ protowire.Type, rs []byte) error {
 		if num != fTracesResourceSpans || typ != protowire.BytesType {
 			return nil
 		}
 		var rsOut []byte
+		// A singular field sent several times is merged by the decoder:
+		// its occurrences are counted together.
+		resource := &spanCheck{l: l}
+		resourceAttrs := 0
 		err := fields(rs, func(num protowire.Number, typ protowire.Type, v []byte) error {
 			switch {
 			case typ != protowire.BytesType:
 			case num == fRSResource:
-				c := &spanCheck{l: l, budget: bud}
-				if err := c.attributes(v, fResourceAttributes); err != nil {
+				if err := resource.attributesOf(v, fResourceAttributes, 0, &resourceAttrs); err != nil {
 					return err
 				}
-				if c.reason != "" {
-					return &LimitError{Path: "resourceSpans.resource", Message: c.reason}
+				if resource.reason != "" {
+					return &LimitError{Path: "resourceSpans.resource", Message: resource.reason}
 				}
 			case num == fRSScopeSpans:
 				var ssOut []byte
+				scope := &spanCheck{l: l}
+				scopeAttrs := 0
 				err := fields(v, func(num protowire.Number, typ protowire.Type, sv []byte) error {
 					switch {
 					case typ != protowire.BytesType:
 					case num == fSSScope:
-						c := &spanCheck{l: l, budget: bud}
-						if err := c.scope(sv); err != nil {
+						if err := scope.scope(sv, &scopeAttrs); err != nil {
 							return err
 						}
-						if c.reason != "" {
-							return &LimitError{Path: "resourceSpans.scopeSpans.scope", Message: c.reason}
+						if scope.reason != "" {
+							return &LimitError{Path: "resourceSpans.scopeSpans.scope", Message: scope.reason}
 						}
 					case num == fSSSpans:
 						if spans++; spans > l.MaxSpans {
 							return &LimitError{TooLarge: true, Path: "resourceSpans.scopeSpans.spans",
 								Message: fmt.Sprintf("the request holds more than %d spans (the server's limit); export smaller batches", l.MaxSpans)}
 						}
-						if err := bud.spend(); err != nil {
-							return err
-						}
-						c := &spanCheck{l: l, budget: bud}
+						c := &spanCheck{l: l}
 						if err := c.span(sv); err != nil {
 							return err
 						}
@@ -125,7 +158,7 @@ func filterProto(body []byte, l Limits) ([]byte, []RefusedSpan, error) {
 							sv = idsOnly(c)
 						}
 					}
-					ssOut = appendField(ssOut, num, typ, sv)
+					keep(&ssOut, num, typ, sv)
 					return nil
 				})
 				if err != nil {
@@ -133,22 +166,51 @@ func filterProto(body []byte, l Limits) ([]byte, []RefusedSpan, error) {
 				}
 				v = ssOut
 			}
-			rsOut = appendField(rsOut, num, typ, v)
+			keep(&rsOut, num, typ, v)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		out = appendField(out, num, typ, rsOut)
+		if out != nil {
+			*out = appendField(*out, num, typ, rsOut)
+		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, err
+	return refused, err
+}
+
+// walk spends the budget on what msg, a message of type md, decodes into:
+// one element per message and per element of a repeated string or bytes
+// field, whatever its size on the wire (an empty message is 2 bytes there
+// and a struct of 50 to 100 bytes decoded), counting a singular message
+// field sent several times (which the decoder merges, or replaces when it
+// is a oneof) each time. Fields unknown to md are kept as bytes and cost
+// nothing beyond them. Errors: a *LimitError past the budget or nested
+// deeper than maxDepth; errMalformed.
+func (b *budget) walk(msg []byte, md protoreflect.MessageDescriptor, depth, maxDepth int) error {
+	if depth > maxDepth {
+		return &LimitError{Path: "body", Message: fmt.Sprintf("the request is nested more than %d deep", maxDepth)}
 	}
-	if len(refused) == 0 {
-		return body, nil, nil
-	}
-	return out, refused, nil
+	fds := md.Fields()
+	return fields(msg, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		fd := fds.ByNumber(num)
+		switch {
+		case fd == nil:
+			return nil
+		case fd.Kind() == protoreflect.MessageKind:
+			if err := b.spend(); err != nil {
+				return err
+			}
+			return b.walk(v, fd.Message(), depth+1, maxDepth)
+		case fd.Cardinality() == protoreflect.Repeated && (fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind):
+			return b.spend()
+		}
+		return nil
+	})
 }
 
 // appendField appends a length-delimited field. The messages rebuilt
@@ -196,42 +258,41 @@ func (c *spanCheck) span(b []byte) error {
 			}
 		case fSpanEvents:
 			if events++; c.count(events, c.l.MaxEvents, "events on the span") {
-				if err := c.budget.spend(); err != nil {
-					return err
-				}
-				return c.attributesOf(v, fEventAttributes, fEventName)
+				n := 0
+				return c.attributesOf(v, fEventAttributes, fEventName, &n)
 			}
 		case fSpanLinks:
 			if links++; c.count(links, c.l.MaxLinks, "links on the span") {
-				if err := c.budget.spend(); err != nil {
-					return err
-				}
-				return c.attributesOf(v, fLinkAttributes, 0)
+				n := 0
+				return c.attributesOf(v, fLinkAttributes, 0, &n)
 			}
 		}
 		return nil
 	})
 }
 
-// scope checks an InstrumentationScope.
-func (c *spanCheck) scope(b []byte) error {
-	return c.attributesOf(b, fScopeAttributes, fScopeName)
+// scope checks an InstrumentationScope; attrs counts its attributes
+// across the occurrences of the scope field.
+func (c *spanCheck) scope(b []byte, attrs *int) error {
+	if err := c.attributesOf(b, fScopeAttributes, fScopeName, attrs); err != nil {
+		return err
+	}
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == fScopeVersion && typ == protowire.BytesType {
+			c.value(len(v), "the scope's version")
+		}
+		return nil
+	})
 }
 
-// attributes checks the attributes (field num) of a message.
-func (c *spanCheck) attributes(b []byte, num protowire.Number) error {
-	return c.attributesOf(b, num, 0)
-}
-
-// attributesOf checks the attributes (field attrs) and name (field name,
-// if not 0) of a message.
-func (c *spanCheck) attributesOf(b []byte, attrs, name protowire.Number) error {
-	n := 0
+// attributesOf checks the attributes (field attrs, counted on from *n) and
+// name (field name, if not 0) of a message.
+func (c *spanCheck) attributesOf(b []byte, attrs, name protowire.Number, n *int) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
 		case typ != protowire.BytesType:
 		case num == attrs:
-			if n++; c.count(n, c.l.MaxAttributes, "attributes") {
+			if *n++; c.count(*n, c.l.MaxAttributes, "attributes") {
 				return c.keyValue(v, 0)
 			}
 		case name != 0 && num == name:
@@ -243,23 +304,24 @@ func (c *spanCheck) attributesOf(b []byte, attrs, name protowire.Number) error {
 
 // keyValue checks a KeyValue at value nesting depth.
 func (c *spanCheck) keyValue(b []byte, depth int) error {
-	if err := c.budget.spend(); err != nil {
-		return err
-	}
+	// The value's occurrences merge: their list elements count together.
+	n := 0
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
 		case typ != protowire.BytesType:
 		case num == fKVKey:
 			c.value(len(v), "an attribute key")
 		case num == fKVValue:
-			return c.anyValue(v, depth)
+			return c.anyValue(v, depth, &n)
 		}
 		return nil
 	})
 }
 
-// anyValue checks an AnyValue at value nesting depth.
-func (c *spanCheck) anyValue(b []byte, depth int) error {
+// anyValue checks an AnyValue at value nesting depth; n counts the
+// elements of its array or key-value list across the occurrences that the
+// decoder merges.
+func (c *spanCheck) anyValue(b []byte, depth int, n *int) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if typ != protowire.BytesType {
 			return nil
@@ -272,22 +334,16 @@ func (c *spanCheck) anyValue(b []byte, depth int) error {
 			if !c.depth(depth + 1) {
 				return nil
 			}
-			n := 0
 			return fields(v, func(num protowire.Number, typ protowire.Type, e []byte) error {
-				if num != fListValues || typ != protowire.BytesType {
+				if num != fListValues || typ != protowire.BytesType || c.reason != "" {
 					return nil
 				}
-				if n++; !c.count(n, c.l.MaxArrayLength, "values in one array or key-value list") {
-					return nil
-				}
-				if c.reason != "" {
+				if *n++; !c.count(*n, c.l.MaxArrayLength, "values in one array or key-value list") {
 					return nil
 				}
 				if kind == fAnyArray {
-					if err := c.budget.spend(); err != nil {
-						return err
-					}
-					return c.anyValue(e, depth+1)
+					inner := 0
+					return c.anyValue(e, depth+1, &inner)
 				}
 				return c.keyValue(e, depth+1)
 			})
