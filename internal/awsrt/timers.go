@@ -96,6 +96,9 @@ func (r *Runtime) HandleClockEvent(ctx context.Context, raw json.RawMessage) (an
 		r.Log.Warn("sweep skipped: it started too long after its scheduled time (a later sweep has run or will)", "scheduledTime", probe.ScheduledTime, "maxAge", SweepMaxAge.String())
 		return nil, nil
 	case probe.Action == SweepAction:
+		if _, perr := time.Parse(time.RFC3339, probe.ScheduledTime); probe.ScheduledTime != "" && perr != nil {
+			r.Log.Warn("sweep input's scheduledTime is not an RFC 3339 time (did Scheduler not substitute its context attribute?); the sweep runs", "scheduledTime", probe.ScheduledTime)
+		}
 		res, err := r.Sweep(ctx)
 		r.Log.Info("sweep", "ticked", res.Ticked, "deliveries", res.Deliveries, "effects", res.Effects, "truncated", res.Truncated, "err", err)
 		return res, err

@@ -200,7 +200,7 @@ func TestClockEventShapes(t *testing.T) {
 	if s := state(t, rt, "forgotten"); s != expect.StateOpen {
 		t.Fatalf("a stale sweep ran: %s", s)
 	}
-	fresh := fmt.Sprintf(`{"action":"sweep","scheduledTime":%q}`, clock.now().Add(-SweepMaxAge+time.Second).Format(time.RFC3339))
+	fresh := fmt.Sprintf(`{"action":"sweep","scheduledTime":%q}`, clock.now().Add(-SweepMaxAge+30*time.Second).Format(time.RFC3339))
 	res, err := rt.HandleClockEvent(ctx, json.RawMessage(fresh))
 	if err != nil {
 		t.Fatal(err)

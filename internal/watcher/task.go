@@ -18,10 +18,11 @@ const TypeTaskState = "taskstate"
 // canceled (no item before: raises pay one read, no write). A cancellation
 // writes it before it looks up the task's expectations; a raise reads it
 // and is refused once it is there; and the change feed reads it for each
-// new expectation (WithdrawIfTaskCanceled), which withdraws one raised
-// before the mark that the cancellation's lookup may not see (an index
-// that lags). Without it a raise committing between a cancellation's
-// lookup of the task's expectations and its commit stayed open.
+// new expectation (WithdrawIfTaskCanceled), which withdraws one whose raise
+// read the task before the mark but committed after the cancellation's
+// lookup (a raise reads the task state without holding its commit to it:
+// that would make every raise a transaction). Without it such a raise
+// stayed open.
 type taskState struct {
 	TaskID   string `json:"taskId"`
 	Canceled bool   `json:"canceled,omitempty"`
@@ -32,14 +33,17 @@ type taskState struct {
 	Swept bool `json:"swept,omitempty"`
 	// FeedWithdrew holds the expectations the change feed withdrew while
 	// the cancellation was under way (before Swept), so that the
-	// cancellation's answer lists them too (at most maxFeedWithdrew).
+	// cancellation's answer lists them too: the feed sees every new
+	// expectation of the task, and may reach one before the cancellation's
+	// rounds do. Bounded by maxFeedWithdrewBytes.
 	FeedWithdrew []string `json:"feedWithdrew,omitempty"`
 }
 
-// maxFeedWithdrew bounds taskState.FeedWithdrew: the raises a
-// cancellation's lookup can miss are the few committed just before its
-// mark.
-const maxFeedWithdrew = 100
+// maxFeedWithdrewBytes bounds the ids kept in taskState.FeedWithdrew, well
+// within an item's 400 KB: about 2,000 ids of the longest kind, tens of
+// thousands of usual ones. Past it, what the feed withdraws is still
+// withdrawn but missing from the cancellation's answer.
+const maxFeedWithdrewBytes = 256 << 10
 
 // readTask reads an origin task's state (zero when it has none), tracked
 // for the commit's compare-and-set.
@@ -150,7 +154,7 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 				extra = append(extra, r)
 			}
 		}
-		task.Swept = true
+		task.Swept, task.FeedWithdrew = true, nil
 		return st.writeTask(task)
 	})
 	if err != nil {
@@ -159,11 +163,19 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 	return append(out, extra...), nil
 }
 
+// idsBytes is the length of ids, all together.
+func idsBytes(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		n += len(id)
+	}
+	return n
+}
+
 // WithdrawIfTaskCanceled withdraws an open expectation whose origin task
 // was canceled: the change feed calls it for each newly raised
-// expectation, so that one raised just before the cancellation's mark,
-// which the cancellation's lookup did not see, is withdrawn like the
-// task's others (and, while the cancellation is under way, named in its
+// expectation, so that one whose raise committed after the cancellation's
+// lookup is withdrawn like the task's others (and, while the cancellation is under way, named in its
 // answer: taskState.FeedWithdrew). It changes nothing otherwise, and never
 // waits for the cancellation.
 func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, expectationID string) error {
@@ -181,7 +193,7 @@ func (s *Service) WithdrawIfTaskCanceled(ctx context.Context, agentID, taskID, e
 			return nil
 		}
 		st.set(nr)
-		if !task.Swept && len(task.FeedWithdrew) < maxFeedWithdrew {
+		if !task.Swept && idsBytes(task.FeedWithdrew)+len(expectationID) <= maxFeedWithdrewBytes {
 			task.FeedWithdrew = append(task.FeedWithdrew, expectationID)
 			if err := st.writeTask(task); err != nil {
 				return err

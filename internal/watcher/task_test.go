@@ -3,6 +3,7 @@ package watcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -128,18 +129,24 @@ func TestFeedWithdrawsWithoutWaitingForTheCancellation(t *testing.T) {
 	if _, err := svc.PutCard(ctx, "agent-1", a2atest.NewAgent(t, "1.0").Card()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = svc.Raise(ctx, "agent-1", expect.RaiseRequest{TaskID: "task-7", ContextID: "c-1", Expectations: []expect.Expectation{{
-		ExpectationID: "x", Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: "x"},
-		Expects: "paid", SatisfiedBy: expect.SatisfiedBy{FactKey: "invoice.x"}, DueAt: "2026-03-02T09:00:00Z", Basis: "contract"}}})
-	if err != nil {
-		t.Fatal(err)
+	// 150 expectations: more than a hundred for the feed to note.
+	for b := range 3 {
+		var es []expect.Expectation
+		for i := range 50 {
+			id := fmt.Sprintf("x-%03d", b*50+i)
+			es = append(es, expect.Expectation{ExpectationID: id, Kind: "payment", Subject: expect.Subject{Type: "invoice", ID: id},
+				Expects: "paid", SatisfiedBy: expect.SatisfiedBy{FactKey: "invoice." + id}, DueAt: "2026-03-02T09:00:00Z", Basis: "contract"})
+		}
+		if _, err := svc.Raise(ctx, "agent-1", expect.RaiseRequest{TaskID: "task-7", ContextID: "c-1", Expectations: es}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cut := watcher.New(&failAfter{Store: bs, n: 1}, now, expect.DefaultConfig())
 	if _, err := cut.TaskCanceled(ctx, "agent-1", "task-7"); err == nil {
 		t.Fatal("the cancellation was not cut off after its mark")
 	}
 	// One pass of the feed, no retries: it must not ask to wait.
-	changes, err := bs.ReadFeed(ctx, 100)
+	changes, err := bs.ReadFeed(ctx, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +156,15 @@ func TestFeedWithdrawsWithoutWaitingForTheCancellation(t *testing.T) {
 			t.Fatalf("the feed was asked to retry: %v", err)
 		}
 	}
-	if r, _ := svc.Get(ctx, "agent-1", "x"); r.State != expect.StateWithdrawn {
-		t.Fatalf("x is %s after the feed, want withdrawn", r.State)
+	if r, _ := svc.Get(ctx, "agent-1", "x-149"); r.State != expect.StateWithdrawn {
+		t.Fatalf("x-149 is %s after the feed, want withdrawn", r.State)
 	}
 	got, err := svc.TaskCanceled(ctx, "agent-1", "task-7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Expectation.ExpectationID != "x" {
-		t.Fatalf("the cancellation's answer: %d records, want x", len(got))
+	if len(got) != 150 {
+		t.Fatalf("the cancellation's answer: %d records, want the 150 the feed withdrew", len(got))
 	}
 	if again, err := svc.TaskCanceled(ctx, "agent-1", "task-7"); err != nil || len(again) != 0 {
 		t.Fatalf("a cancellation repeated once swept: %d records, %v", len(again), err)
