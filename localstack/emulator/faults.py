@@ -73,6 +73,10 @@ class Faults:
         self.lose = 0
         self.lose_table = ""
         self.counts = {"throttled": 0, "conflicts": 0, "transactionsThrottled": 0, "hiddenFromIndex": 0, "lostAnswers": 0, "schedulerThrottled": 0}
+        # ClientRequestTokens of the transactions throttled: the SDK sends a
+        # request again with the same token when the transport fails under
+        # it (aws-sdk-go-v2#2737), which is not another attempt of the caller.
+        self.throttled_tokens = set()
         self.pruned = time.monotonic()
 
     def configure(self, settings):
@@ -138,7 +142,13 @@ class Faults:
                 self.counts["conflicts"] += 1
                 return self.cancelled(body, {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"})
             if op == "TransactWriteItems" and self.chance(self.tx_throttle):
-                self.counts["transactionsThrottled"] += 1
+                token = body.get("ClientRequestToken") if isinstance(body, dict) else None
+                if not token or token not in self.throttled_tokens:
+                    self.counts["transactionsThrottled"] += 1
+                    if token:
+                        if len(self.throttled_tokens) > 100000:
+                            self.throttled_tokens.clear()
+                        self.throttled_tokens.add(token)
                 if self.rng.random() < 0.5:
                     return self.cancelled(body, {"Code": "ProvisionedThroughputExceeded",
                                                  "Message": "The level of configured provisioned throughput for the table was exceeded."})
