@@ -77,6 +77,10 @@ class Faults:
         # request again with the same token when the transport fails under
         # it (aws-sdk-go-v2#2737), which is not another attempt of the caller.
         self.throttled_tokens = set()
+        # ClientRequestTokens of the transactions applied, and when: DynamoDB
+        # answers a repeat of one within 10 minutes as done, applying
+        # nothing (moto applies it again and fails its conditions).
+        self.applied_tx = {}
         self.pruned = time.monotonic()
 
     def configure(self, settings):
@@ -119,6 +123,9 @@ class Faults:
     def before(self, service, op, body):
         """An error answer (status, body) to give instead of moto's, or None."""
         with self.lock:
+            if service == "DynamoDB_20120810" and op == "TransactWriteItems" and isinstance(body, dict) \
+                    and body.get("ClientRequestToken") in self.applied_tx:
+                return 200, b"{}"
             if service == "DynamoDBStreams_20120810" and op == "GetRecords":
                 if self.chance(self.throttle):
                     self.counts["throttled"] += 1
@@ -198,6 +205,8 @@ class Faults:
                     pass
             if status != 200:
                 return answer
+            if op == "TransactWriteItems" and body.get("ClientRequestToken"):
+                self.applied_tx[body["ClientRequestToken"]] = time.monotonic()
             if op in self.WRITE_OPS:
                 now = time.monotonic()
                 for table, key in self.written_keys(op, body):
@@ -272,6 +281,7 @@ class Faults:
     def prune(self, now):
         horizon = now - max(self.lag, 1.0)
         self.written = {k: t for k, t in self.written.items() if t >= horizon}
+        self.applied_tx = {k: t for k, t in self.applied_tx.items() if t >= now - 600}
         self.pruned = now
 
     def hide_young(self, table, answer):

@@ -78,7 +78,7 @@ def faulty(app, faults, lock, capacity=None):
             refused = faults.before(service, op, body)
             if refused is not None:
                 code, out = refused
-                start_response("%d Bad Request" % code, [
+                start_response("%d %s" % (code, "OK" if code == 200 else "Bad Request"), [
                     ("Content-Type", "application/x-amz-json-1.0"),
                     ("Content-Length", str(len(out))),
                     ("x-amzn-RequestId", str(uuid.uuid4())),
