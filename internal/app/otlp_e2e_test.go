@@ -59,7 +59,11 @@ func tracedAgent(t *testing.T, e *testEnv, agent, conversation, plan string, too
 	ctx := context.Background()
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(e.srv.URL+"/v1/traces"),
 		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + adminToken}),
-		otlptracehttp.WithCompression(otlptracehttp.GzipCompression), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
+		// As exporters are deployed: a 429 or 503 is sent again (the AWS
+		// mode's emulator throttles; a span lost to one would leave its
+		// plan without PLAN_COMPLETE), with short waits for the test.
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, MaxElapsedTime: 30 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
