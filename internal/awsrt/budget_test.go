@@ -34,6 +34,12 @@ func newRuntime(t *testing.T, counter *dynamo.Counter, more ...func(*middleware.
 // wall clock).
 func newRuntimeWith(t *testing.T, now func() time.Time, counter *dynamo.Counter, more ...func(*middleware.Stack) error) *Runtime {
 	t.Helper()
+	return newRuntimeWithTokens(t, now, `{"tokens":[{"token":"t","principal":"p","scopes":["agents:write","expectations:write","facts:write","read"],"agents":["*"]}]}`, counter, more...)
+}
+
+// newRuntimeWithTokens is newRuntimeWith with the tokens file tokensJSON.
+func newRuntimeWithTokens(t *testing.T, now func() time.Time, tokensJSON string, counter *dynamo.Counter, more ...func(*middleware.Stack) error) *Runtime {
+	t.Helper()
 	endpoint := dynamotest.Start(t)
 	var b [4]byte
 	rand.Read(b[:])
@@ -43,7 +49,7 @@ func newRuntimeWith(t *testing.T, now func() time.Time, counter *dynamo.Counter,
 		Table: name, ScheduleGroup: name,
 		ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",
-		TokensJSON:       `{"tokens":[{"token":"t","principal":"p","scopes":["agents:write","expectations:write","facts:write","read"],"agents":["*"]}]}`,
+		TokensJSON:       tokensJSON,
 		Endpoint:         endpoint, AllowPrivateAgents: true,
 		APIOptions: append([]func(*middleware.Stack) error{dynamo.CountingMiddleware(counter)}, more...),
 		Log:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -188,5 +194,39 @@ func TestDynamoDBCallBudgets(t *testing.T) {
 	}
 	if counter.Count("Scan") != 0 {
 		t.Fatal("a request path scanned")
+	}
+}
+
+// streamDrainer returns a function that runs the stream function on every
+// change of rt's table so far, and on the changes it makes, until the
+// stream is quiet (at most rounds reads of 100).
+func streamDrainer(t *testing.T, rt *Runtime, rounds int) func() {
+	t.Helper()
+	ctx := context.Background()
+	arn, err := dynamo.StreamARN(ctx, rt.DynamoDB, rt.Config.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{})
+	return func() {
+		t.Helper()
+		for range rounds {
+			chs, err := reader.ReadFeed(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chs) == 0 {
+				return
+			}
+			for _, ch := range chs {
+				if err := rt.HandleChange(ctx, ch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := reader.AckFeed(ctx, chs[len(chs)-1].Seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("the stream did not quiet down")
 	}
 }

@@ -6,16 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/aws/smithy-go/middleware"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcev1 "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -25,7 +21,6 @@ import (
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/otlpin"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
-	"github.com/agentclock/clockwork/internal/store/dynamo/dynamotest"
 )
 
 // TestWriteUnitsPerSpan measures, on the emulator's capacity rules (see
@@ -39,49 +34,9 @@ func TestWriteUnitsPerSpan(t *testing.T) {
 	ctx := context.Background()
 	capacity := &dynamo.Capacity{}
 	counter := &dynamo.Counter{}
-	endpoint := dynamotest.Start(t)
-	name := fmt.Sprintf("otlpcost-%x", rand.Uint32())
-	rt, err := New(ctx, Config{
-		Table: name, ScheduleGroup: name,
-		ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
-		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler",
-		TokensJSON:       `{"tokens":[{"token":"t","principal":"p","scopes":["anticipations:write","events:write","read"],"agents":["*"]}]}`,
-		Endpoint:         endpoint,
-		APIOptions:       []func(*middleware.Stack) error{dynamo.CountingMiddleware(counter), dynamo.CapacityMiddleware(capacity)},
-		Log:              slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dynamo.CreateTable(ctx, rt.DynamoDB, name); err != nil {
-		t.Fatal(err)
-	}
-	arn, err := dynamo.StreamARN(ctx, rt.DynamoDB, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{})
-	drain := func() {
-		t.Helper()
-		for range 50 {
-			chs, err := reader.ReadFeed(ctx, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(chs) == 0 {
-				return
-			}
-			for _, ch := range chs {
-				if err := rt.HandleChange(ctx, ch); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := reader.AckFeed(ctx, chs[len(chs)-1].Seq); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Fatal("the stream did not quiet down")
-	}
+	rt := newRuntimeWithTokens(t, time.Now, `{"tokens":[{"token":"t","principal":"p","scopes":["anticipations:write","events:write","read"],"agents":["*"]}]}`,
+		counter, dynamo.CapacityMiddleware(capacity))
+	drain := streamDrainer(t, rt, 50)
 	post := func(h http.Handler, path, ct string, body []byte) {
 		t.Helper()
 		req := httptest.NewRequest("POST", path, bytes.NewReader(body))

@@ -41,34 +41,9 @@ func TestWriteUnitsPerExpectation(t *testing.T) {
 	agent := a2atest.NewAgent(t, "1.0")
 	call(t, h, "PUT", "/v1/agents/a1", agent.Card())
 
-	arn, err := dynamo.StreamARN(ctx, rt.DynamoDB, rt.Config.Table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := dynamo.NewStreamReader(rt.Streams, arn, dynamo.StreamOptions{})
 	// drain runs the stream function on every change so far, and on the
 	// changes it makes, until the stream is quiet.
-	drain := func() {
-		t.Helper()
-		for range 20 {
-			chs, err := reader.ReadFeed(ctx, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(chs) == 0 {
-				return
-			}
-			for _, ch := range chs {
-				if err := rt.HandleChange(ctx, ch); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := reader.AckFeed(ctx, chs[len(chs)-1].Seq); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Fatal("the stream did not quiet down")
-	}
+	drain := streamDrainer(t, rt, 20)
 	drain()
 	report := func(what string) float64 {
 		t.Helper()

@@ -49,12 +49,8 @@ func (in *Ingester) Export(ctx context.Context, d Decoded, c evaluation.Caller) 
 	var order []string
 	rejected := map[string]string{} // span key -> reason
 	refusedOnWire := map[string]bool{}
-	for i, r := range d.Refused {
-		key := r.Key
-		if key == "" {
-			key = fmt.Sprintf("refused-%d", i)
-		}
-		rejected[key], refusedOnWire[key] = r.Reason, true
+	for _, r := range d.Refused {
+		rejected[r.Key], refusedOnWire[r.Key] = r.Reason, true
 	}
 	convs := map[[2]string]string{}
 	for _, se := range Map(d.Traces) {
