@@ -118,6 +118,7 @@ func (e *testEnv) waitVerification(antID string) anticipate.Verification {
 			return out.Verifications[0]
 		}
 		if time.Now().After(deadline) {
+			e.explainNoVerify(antID)
 			e.t.Fatalf("no VERIFY for %s", antID)
 		}
 		time.Sleep(20 * time.Millisecond)

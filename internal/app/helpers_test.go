@@ -145,7 +145,7 @@ func newEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 	e.cfg = Config{
 		DataDir:            e.dir,
 		Auth:               testAuth(t),
-		Log:                slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Log:                failureLog(t),
 		AllowPrivateAgents: true,
 		Outbox:             outbox.Options{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxAttempts: 4},
 		// A judge's failed attempt comes back within a fraction of a

@@ -185,6 +185,7 @@ func waitVerificationAs(t *testing.T, e *testEnv, antID, token string) anticipat
 			return out.Verifications[0]
 		}
 		if time.Now().After(deadline) {
+			e.explainNoVerify(antID, token)
 			t.Fatalf("no VERIFY of %s", antID)
 		}
 		time.Sleep(50 * time.Millisecond)

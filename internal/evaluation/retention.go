@@ -102,12 +102,29 @@ func (s *Service) retainEvidence(ctx context.Context, agentID, planID string) er
 			it.ExpiresAt = expires
 			err := s.store.Commit(ctx, []store.Write{store.PutIfVersion(it, v)})
 			if errors.Is(err, store.ErrConflict) {
-				return nil // written meanwhile (an execution item by its own commit; events are immutable)
+				// Written meanwhile (an execution item by its own
+				// commit), or refused for a concurrent transaction,
+				// which wrote nothing: stamp what is there now.
+				return stampExpiry(ctx, s.store, it.Key, expires)
 			}
 			return err
 		})
 	}
 	return g.Wait()
+}
+
+// stampExpiry gives the item under key the expiry expires, unless it is
+// gone or already expires then or later. Errors are the store's.
+func stampExpiry(ctx context.Context, st store.Store, key store.Key, expires int64) error {
+	return store.Update(ctx, st, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, key)
+		if err != nil || !ok || it.ExpiresAt >= expires {
+			return err
+		}
+		it.ExpiresAt = expires
+		tx.Put(it)
+		return nil
+	})
 }
 
 // completeBound ends a plan's run on the ANTICIPATEs it bound, in the

@@ -137,20 +137,20 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		if err != nil {
 			return wrap(err)
 		}
-		writes := []store.Write{store.PutIfAbsent(item)}
 		// A failing verdict's alerts must not depend on the stream alone.
+		var marker *store.Write
 		if s.markEffects {
 			if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
 				return wrap(err)
 			} else if ok {
-				writes = append(writes, w)
+				marker = &w
 			}
 		}
-		err = s.store.Commit(ctx, writes)
-		if err != nil && !errors.Is(err, store.ErrConflict) {
+		created, err := s.createVerification(ctx, item, marker)
+		if err != nil {
 			return wrap(err)
 		}
-		if err != nil {
+		if !created {
 			// Another run created it first, and enqueued its jobs: a
 			// replayed change must not send the judge each criterion
 			// twice. A job that run failed to enqueue is found by the
@@ -167,6 +167,32 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		}
 	}
 	return nil
+}
+
+// createVerification stores a new VERIFY's item (with its effect marker,
+// when it has one) and reports whether this call created it: false when
+// another run stored it first. A commit refused for a concurrent
+// transaction (which is no proof that the VERIFY exists) is tried again
+// after reading whether it does. Errors are the store's.
+func (s *Service) createVerification(ctx context.Context, item store.Item, marker *store.Write) (created bool, err error) {
+	attempt := 0
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		// The first attempt reads nothing: its put is a conditional
+		// create, and a later one reads what made it fail.
+		if attempt++; attempt > 1 {
+			if _, ok, err := tx.Get(ctx, item.Key); err != nil || ok {
+				created = false
+				return err
+			}
+		}
+		tx.Put(item)
+		if marker != nil {
+			tx.PutUnconditional(*marker.Put)
+		}
+		created = true
+		return nil
+	})
+	return created, err
 }
 
 // SetGrader sets the grading queue (for a worker made after the
