@@ -240,7 +240,11 @@ type Store interface {
 	Query(ctx context.Context, q Query) (Page, error)
 	// Commit applies every write atomically, or none of them. When a
 	// condition fails it returns a *ConflictError (which matches
-	// ErrConflict) naming the first failing write. Versions are assigned by
+	// ErrConflict) naming the first failing write. An adapter also returns
+	// one when the commit was refused for a concurrent one on the same
+	// item (DynamoDB's TransactionConflict), although no condition failed:
+	// a caller must read again before it concludes that the item is not
+	// as its condition expected (Update does). Versions are assigned by
 	// Commit. Each applied write appears in the change feed, in the same
 	// atomic step.
 	Commit(ctx context.Context, writes []Write) error
