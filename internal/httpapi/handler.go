@@ -217,7 +217,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.mux.ServeHTTP(sw, r)
 	if h.Log.Enabled(r.Context(), slog.LevelDebug) {
-		h.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "ms", float64(time.Since(start).Microseconds())/1000)
+		h.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "client", r.RemoteAddr, "ms", float64(time.Since(start).Microseconds())/1000)
 	}
 }
 

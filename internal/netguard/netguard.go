@@ -66,8 +66,8 @@ type rangeRule struct {
 }
 
 // refused lists the ranges refused unless allowed. IPv4-mapped addresses are
-// unmapped before the check; NAT64 and 6to4 addresses are checked against
-// the IPv4 address they embed.
+// unmapped before the check; NAT64, IPv4-translated, 6to4 and Teredo
+// addresses are checked against the IPv4 addresses they embed.
 var refused = func() []rangeRule {
 	list := []struct{ p, reason string }{
 		{"0.0.0.0/8", "unspecified or this-network"},
@@ -106,6 +106,12 @@ var refused = func() []rangeRule {
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	// teredo addresses (RFC 4380) carry the Teredo server's IPv4 in bits
+	// 32-63 and the client's, every bit inverted, in the last 32.
+	teredo = netip.MustParsePrefix("2001::/32")
+	// siit addresses (IPv4-translated, RFC 2765) carry an IPv4 in their
+	// last 32 bits.
+	siit = netip.MustParsePrefix("::ffff:0:0:0/96")
 )
 
 // Check returns nil when the guard allows a connection to addr and a
@@ -150,17 +156,23 @@ func classify(addr netip.Addr) string {
 	}
 	if addr.Is6() {
 		b := addr.As16()
-		var v4 [4]byte
+		var embedded [][4]byte
 		switch {
-		case nat64.Contains(addr):
-			copy(v4[:], b[12:16])
+		case nat64.Contains(addr), siit.Contains(addr):
+			embedded = append(embedded, [4]byte(b[12:16]))
 		case sixToFour.Contains(addr):
-			copy(v4[:], b[2:6])
-		default:
-			return ""
+			embedded = append(embedded, [4]byte(b[2:6]))
+		case teredo.Contains(addr):
+			client := [4]byte(b[12:16])
+			for i := range client {
+				client[i] ^= 0xff
+			}
+			embedded = append(embedded, client, [4]byte(b[4:8]))
 		}
-		if reason := classify(netip.AddrFrom4(v4)); reason != "" {
-			return reason + " (embedded IPv4)"
+		for _, v4 := range embedded {
+			if reason := classify(netip.AddrFrom4(v4)); reason != "" {
+				return reason + " (embedded IPv4)"
+			}
 		}
 	}
 	return ""

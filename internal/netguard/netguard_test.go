@@ -26,6 +26,8 @@ func TestCheck(t *testing.T) {
 		{"::ffff:8.8.8.8", Guard{}, false},
 		{"64:ff9b::808:808", Guard{}, false},
 		{"2002:808:808::1", Guard{}, false},
+		{"2001:0:4136:e378:8000:63bf:f7f7:f7f7", Guard{}, false},
+		{"::ffff:0:808:808", Guard{}, false},
 		{"100.63.255.255", Guard{}, false},
 		{"100.128.0.0", Guard{}, false},
 		{"172.32.0.1", Guard{}, false},
@@ -68,6 +70,15 @@ func TestCheck(t *testing.T) {
 		{"64:ff9b::a9fe:a9fe", Guard{}, true},
 		{"2002:7f00:1::1", Guard{}, true},
 		{"2002:c0a8:101::1", Guard{}, true},
+		// Teredo: the client's IPv4 inverted in the last 32 bits
+		// (127.0.0.1, 10.0.0.1, 169.254.169.254), or a private server's
+		{"2001:0:4136:e378:8000:63bf:80ff:fffe", Guard{}, true},
+		{"2001:0:4136:e378:8000:63bf:f5ff:fffe", Guard{}, true},
+		{"2001:0:4136:e378:8000:63bf:5601:5601", Guard{}, true},
+		{"2001:0:a00:1:0:0:f7f7:f7f7", Guard{}, true},
+		// IPv4-translated (SIIT)
+		{"::ffff:0:7f00:1", Guard{}, true},
+		{"::ffff:0:a9fe:a9fe", Guard{}, true},
 		// invalid
 		{"", Guard{}, true},
 		// AllowPrivate

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -31,7 +32,8 @@ type Listen struct {
 	// (chain) and key; both or neither.
 	CertFile, KeyFile string
 	// BehindProxy states that a TLS proxy terminates in front: requests
-	// must then carry X-Forwarded-Proto: https.
+	// must then carry X-Forwarded-Proto: https, and the client's address is
+	// the one the proxy appended to X-Forwarded-For.
 	BehindProxy bool
 }
 
@@ -101,7 +103,9 @@ func (l Listen) Wrap(ln net.Listener, log *slog.Logger) (net.Listener, error) {
 
 // Handler returns next as the server should serve it: behind a proxy, a
 // request whose X-Forwarded-Proto is not https is refused (403) before any
-// handler reads its token. /healthz stays open for the proxy's checks.
+// handler reads its token, and the request's RemoteAddr becomes the client
+// address the proxy appended to X-Forwarded-For. /healthz stays open for
+// the proxy's checks.
 func (l Listen) Handler(next http.Handler) http.Handler {
 	if !l.BehindProxy {
 		return next
@@ -116,19 +120,45 @@ func (l Listen) Handler(next http.Handler) http.Handler {
 			})
 			return
 		}
+		if client, ok := forwardedClient(r.Header); ok {
+			r = r.Clone(r.Context())
+			r.RemoteAddr = client
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// forwardedHTTPS reports whether the proxy says the client spoke HTTPS. A
-// chain of proxies lists one protocol each; the first is the client's.
-func forwardedHTTPS(h http.Header) bool {
-	v := h.Values("X-Forwarded-Proto")
+// lastForwarded returns the last element of a forwarding header: the one
+// the proxy in front of this server appended. The elements before it came
+// with the request, from the client or proxies further out, and a client
+// may write anything there.
+func lastForwarded(h http.Header, name string) string {
+	v := h.Values(name)
 	if len(v) == 0 {
-		return false
+		return ""
 	}
-	first, _, _ := strings.Cut(v[0], ",")
-	return strings.EqualFold(strings.TrimSpace(first), "https")
+	last := v[len(v)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	return strings.TrimSpace(last)
+}
+
+// forwardedHTTPS reports whether the proxy says the client spoke HTTPS to
+// it: the protocol it appended to X-Forwarded-Proto.
+func forwardedHTTPS(h http.Header) bool {
+	return strings.EqualFold(lastForwarded(h, "X-Forwarded-Proto"), "https")
+}
+
+// forwardedClient returns the client address the proxy appended to
+// X-Forwarded-For (as host:port with port 0), and false when there is none
+// or it is not an IP address.
+func forwardedClient(h http.Header) (string, bool) {
+	ip, err := netip.ParseAddr(lastForwarded(h, "X-Forwarded-For"))
+	if err != nil {
+		return "", false
+	}
+	return netip.AddrPortFrom(ip, 0).String(), true
 }
 
 // CertReloader serves a certificate from PEM files and loads them again

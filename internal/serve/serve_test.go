@@ -49,6 +49,10 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestBehindProxyRequiresForwardedHTTPS: the protocol that counts is the
+// one the trusted proxy appended (the last), not one the client wrote
+// before it ("https, http" is a client that spoke plain HTTP to the proxy
+// and sent the header itself).
 func TestBehindProxyRequiresForwardedHTTPS(t *testing.T) {
 	h := Listen{Addr: "0.0.0.0:8080", Tokens: true, BehindProxy: true}.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
@@ -61,8 +65,8 @@ func TestBehindProxyRequiresForwardedHTTPS(t *testing.T) {
 		{"/v1/agents", "http", http.StatusForbidden},
 		{"/v1/agents", "https", http.StatusNoContent},
 		{"/v1/agents", "HTTPS", http.StatusNoContent},
-		{"/v1/agents", "http, https", http.StatusForbidden},
-		{"/v1/agents", "https, http", http.StatusNoContent},
+		{"/v1/agents", "https, http", http.StatusForbidden},
+		{"/v1/agents", "http, https", http.StatusNoContent},
 		{"/healthz", "", http.StatusNoContent},
 	} {
 		r := httptest.NewRequest("GET", c.path, nil)
@@ -207,4 +211,35 @@ func writeCert(t *testing.T, certFile, keyFile, cn string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestBehindProxyClientAddress: the client address is the one the proxy
+// appended to X-Forwarded-For; what the client wrote before it is ignored,
+// and without a usable one the connection's address stays.
+func TestBehindProxyClientAddress(t *testing.T) {
+	var got string
+	h := Listen{Addr: "0.0.0.0:8080", Tokens: true, BehindProxy: true}.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.RemoteAddr
+	}))
+	for _, c := range []struct {
+		xff  []string
+		want string
+	}{
+		{nil, "192.0.2.1:1234"},
+		{[]string{"203.0.113.7"}, "203.0.113.7:0"},
+		{[]string{"127.0.0.1, 203.0.113.7"}, "203.0.113.7:0"},
+		{[]string{"127.0.0.1", "2001:db8::7"}, "[2001:db8::7]:0"},
+		{[]string{"203.0.113.7, not-an-address"}, "192.0.2.1:1234"},
+	} {
+		r := httptest.NewRequest("GET", "/v1/agents", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		r.Header.Set("X-Forwarded-Proto", "https")
+		for _, v := range c.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if got != c.want {
+			t.Errorf("X-Forwarded-For %q: client %s, want %s", c.xff, got, c.want)
+		}
+	}
 }
