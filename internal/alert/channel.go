@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/errs"
 )
@@ -59,13 +60,21 @@ type Channel struct {
 	URL          string   `json:"url,omitempty"` // webhook, pagerduty (Slack's URL is a secret)
 	To           []string `json:"to,omitempty"`  // email
 	EventBusName string   `json:"eventBusName,omitempty"`
-	Owners       []string `json:"owners"`
+	// Name is a display name (optional).
+	Name   string   `json:"name,omitempty"`
+	Owners []string `json:"owners,omitempty"`
+	// Shared says that any principal acting for an agent may name the
+	// channel in that agent's rules and see its id, type and name (never
+	// its destination or secret). Only an operator's channel is shared;
+	// nil (a channel stored before sharing existed) reads as shared when
+	// an operator owns it (IsShared).
+	Shared *bool `json:"shared,omitempty"`
 	// Incarnation is set when the channel is created: a channel deleted
 	// and created again under the same id is another incarnation, whose
 	// owner sees none of the earlier one's notifications.
 	Incarnation string `json:"incarnation,omitempty"`
-	CreatedAt   string `json:"createdAt"`
-	UpdatedAt   string `json:"updatedAt"`
+	CreatedAt   string `json:"createdAt,omitempty"`
+	UpdatedAt   string `json:"updatedAt,omitempty"`
 }
 
 // Secret is what a channel keeps sealed: the webhook signing secret, the
@@ -87,7 +96,12 @@ type channelBody struct {
 	RoutingKey   string   `json:"routingKey"`
 	To           []string `json:"to"`
 	EventBusName string   `json:"eventBusName"`
+	Name         string   `json:"name"`
+	Shared       *bool    `json:"shared"`
 }
+
+// MaxNameLen bounds a channel's display name (characters).
+const MaxNameLen = 100
 
 // Capabilities say what this runtime can send and to where.
 type Capabilities struct {
@@ -124,7 +138,10 @@ func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, b
 	if err := dec.Decode(&b); err != nil {
 		return Channel{}, Secret{}, false, errs.Fields("the body is not a channel", []errs.FieldError{{Path: "body", Message: jsonMessage(err)}})
 	}
-	ch := Channel{ID: id, Type: b.Type}
+	ch := Channel{ID: id, Type: b.Type, Name: b.Name, Shared: b.Shared}
+	if utf8.RuneCountInString(b.Name) > MaxNameLen || strings.IndexFunc(b.Name, unicode.IsControl) >= 0 {
+		c.Add("name", "must be at most %d characters, none of them a control character", MaxNameLen)
+	}
 	var sec Secret
 	generated := false
 	unexpected := func(field, value string) {
@@ -275,6 +292,37 @@ func (ch *Channel) VisibleTo(agents []string) bool {
 		}
 	}
 	return false
+}
+
+// IsShared reports whether ch is shared: an operator's channel unless the
+// operator said otherwise.
+func (ch *Channel) IsShared() bool {
+	if ch.Shared != nil {
+		return *ch.Shared
+	}
+	return slices.Contains(ch.Owners, "*")
+}
+
+// UsableBy reports whether a principal acting for agents may name ch in
+// the rules of an agent it acts for (which Serves must also allow): it
+// sees ch, or ch is shared.
+func (ch *Channel) UsableBy(agents []string) bool {
+	return ch.VisibleTo(agents) || len(agents) > 0 && ch.IsShared()
+}
+
+// Redacted is what a principal that may use a shared channel but does not
+// own it sees: its id, type and name.
+func (ch *Channel) Redacted() Channel {
+	shared := true
+	return Channel{ID: ch.ID, Type: ch.Type, Name: ch.Name, Shared: &shared}
+}
+
+// WithSharing returns ch with Shared set to what IsShared says, as
+// answers show it.
+func (ch Channel) WithSharing() Channel {
+	shared := ch.IsShared()
+	ch.Shared = &shared
+	return ch
 }
 
 // ManageableBy reports whether a principal acting for agents may replace

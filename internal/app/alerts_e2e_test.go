@@ -282,7 +282,9 @@ func scenarioAlerts(t *testing.T) {
 	pd := pagerDutyReceiver(t, "R0UT1NGKEY")
 	hook.setDown(true)
 
-	e.must(201, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": hook.srv.URL + "/hook", "secret": secret}))
+	// The webhook is the operator's own (not shared); the others are
+	// shared, as an operator's channels are by default.
+	e.must(201, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": hook.srv.URL + "/hook", "secret": secret, "shared": false}))
 	e.must(201, e.call("PUT", "/v1/channels/ops-slack", map[string]any{"type": "slack", "url": slack.srv.URL + "/services/T0/B0/xyz"}))
 	e.must(201, e.call("PUT", "/v1/channels/ops-pd", map[string]any{"type": "pagerduty", "routingKey": "R0UT1NGKEY", "url": pd.srv.URL + "/v2/enqueue"}))
 	e.must(201, e.call("PUT", "/v1/channels/ops-mail", map[string]any{"type": "email", "to": []string{"ops@example.com"}}))
@@ -331,11 +333,30 @@ func scenarioAlerts(t *testing.T) {
 		e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": list}))
 	}
 
-	// Another tenant sees none of it and cannot attach rules here.
+	// Another tenant sees of the shared channels their id, type and name
+	// only, nothing of the operator's own, and cannot attach rules here.
 	var list struct{ Channels []map[string]any }
 	e.must(200, e.call("GET", "/v1/channels", nil, tenantB)).json(t, &list)
-	if len(list.Channels) != 0 {
-		t.Fatalf("another tenant lists %v", list.Channels)
+	if len(list.Channels) < 3 {
+		t.Fatalf("another tenant lists %v; want the shared channels", list.Channels)
+	}
+	for _, c := range list.Channels {
+		if c["channelId"] == "ops-hook" || c["shared"] != true || len(c) > 4 || c["url"] != nil || c["to"] != nil {
+			t.Fatalf("another tenant lists %v", c)
+		}
+	}
+	var shared map[string]any
+	e.must(200, e.call("GET", "/v1/channels/ops-slack", nil, tenantB)).json(t, &shared)
+	if shared["type"] != "slack" || shared["shared"] != true || len(shared) != 3 {
+		t.Fatalf("another tenant reads the shared ops-slack as %v; want its id, type and sharing only", shared)
+	}
+	for _, call := range []struct{ method, path string }{{"PUT", "/v1/channels/ops-slack"}, {"POST", "/v1/channels/ops-slack/test"},
+		{"DELETE", "/v1/channels/ops-slack"}, {"GET", "/v1/channels/ops-slack/deadletters"}, {"GET", "/v1/channels/ops-pd/deadletters"}} {
+		var body any
+		if call.method == "PUT" {
+			body = map[string]any{"type": "slack", "url": "https://127.0.0.1:1/steal"}
+		}
+		e.must(404, e.call(call.method, call.path, body, tenantB))
 	}
 	e.must(404, e.call("GET", "/v1/channels/ops-hook", nil, tenantB))
 	e.must(404, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:1/steal"}, tenantB))
@@ -542,6 +563,19 @@ func scenarioAlertsTenancy(t *testing.T) {
 		t.Fatalf("B reads A's dead letters through the id it took: %s", body)
 	}
 	hasErrorPath(t, e.must(400, e.call("GET", "/v1/channels/a-hook/deadletters?after=!!!", nil, tenantB)), "after")
+
+	// A shared operator channel serves B's own rules: B's lapse reaches
+	// it. A tenant cannot share a channel of its own.
+	teamSlack := slackReceiver(t)
+	e.must(201, e.call("PUT", "/v1/channels/team-slack", map[string]any{"type": "slack", "url": teamSlack.srv.URL + "/services/T0/B0/team", "name": "Team alerts"}))
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/channels/b-shared", map[string]any{"type": "webhook", "url": gone.srv.URL, "shared": true}, tenantB)), "shared")
+	e.must(200, e.call("PUT", "/v1/agents/agent-b/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"team-slack"}}}}, tenantB))
+	e.must(200, e.call("POST", "/v1/agents/agent-b/expectations", raiseBody(payment("b-shared-1", ts(100*time.Millisecond))), tenantB))
+	teamSlack.waitFor("B's lapse on the shared channel", func(g []map[string]any) bool {
+		return len(g) >= 1 && strings.Contains(g[0]["text"].(string), "b-shared-1")
+	})
+	e.must(200, e.call("PUT", "/v1/agents/agent-b/alerts", map[string]any{"rules": []any{}}, tenantB))
 
 	// Addresses that an SMTP server would read as parameters or lists.
 	for _, to := range []string{`"x@evil.com> NOTIFY=SUCCESS"@b.com`, `"a,b"@c.com`, "Ops <ops@example.com>", "a@b"} {

@@ -104,4 +104,19 @@ func scenarioErasureTenancy(t *testing.T) {
 	e.must(404, e.call("GET", "/v1/verifications/"+vb.VerificationID, nil, tenantB))
 	e.must(404, e.call("GET", "/v1/executions/plan-s/events", nil, tenantB))
 	e.must(404, e.call("GET", "/v1/anticipations/ant-scope", nil, tenantB))
+
+	// A tenant's channels go with the last of its agents; A's and the
+	// operator's stay.
+	e.must(201, e.call("PUT", "/v1/channels/b-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/b"}, tenantB))
+	e.must(201, e.call("PUT", "/v1/channels/a-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/a"}, tenantA))
+	e.must(201, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/ops"}))
+	e.must(200, e.call("PUT", "/v1/agents/agent-b", a2atestCard(t), tenantB))
+	var out struct{ Erased map[string]int }
+	e.must(200, e.call("DELETE", "/v1/agents/agent-b", nil, tenantB)).json(t, &out)
+	if out.Erased["channel"] != 1 || out.Erased["card"] != 1 {
+		t.Fatalf("erased %v; want the card and B's one channel", out.Erased)
+	}
+	e.must(404, e.call("GET", "/v1/channels/b-hook", nil))
+	e.must(200, e.call("GET", "/v1/channels/a-hook", nil, tenantA))
+	e.must(200, e.call("GET", "/v1/channels/ops-hook", nil))
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/agentclock/clockwork/internal/errs"
@@ -26,13 +27,23 @@ func (h *Handler) eraseAgent(w http.ResponseWriter, r *http.Request) error {
 		return errs.Fields("bad query", []errs.FieldError{{Path: "evidence", Message: "must be true or false"}})
 	}
 	erased, err := h.Watcher.EraseAgent(r.Context(), agent)
-	if err != nil && !(withEvidence && errs.Is(err, errs.NotFound)) {
+	if err != nil && !errs.Is(err, errs.NotFound) {
 		return err
 	}
 	if erased == nil {
 		erased = map[string]int{}
 	}
 	out := erasedResponse{AgentID: agent, Erased: erased, Evidence: "kept until its own retention (erase it with ?evidence=true)"}
+	if h.Notify != nil {
+		// The tenant's channels go with the last of its agents.
+		n, err := h.Notify.EraseOwner(r.Context(), agent, h.agentRemains)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			out.Erased["channel"] = n
+		}
+	}
 	if withEvidence && h.Eval != nil {
 		ev, err := h.Eval.EraseAgent(r.Context(), agent)
 		if err != nil {
@@ -48,4 +59,13 @@ func (h *Handler) eraseAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// agentRemains reports whether agent still has a card.
+func (h *Handler) agentRemains(ctx context.Context, agent string) (bool, error) {
+	_, err := h.Watcher.Card(ctx, agent)
+	if errs.Is(err, errs.NotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -13,7 +13,8 @@ import (
 
 // PutRules replaces agent's alert rules, set by a principal acting for
 // agents (the caller checked it may act for agent). A rule may name only
-// channels the principal can see that serve agent. Errors: Invalid
+// channels the principal can see or that are shared, and that serve
+// agent. Errors: Invalid
 // naming the field (an unknown channel or event type among them).
 func (s *Service) PutRules(ctx context.Context, agents []string, agent string, body []byte) (alert.Rules, error) {
 	known := map[string]bool{}
@@ -27,7 +28,7 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 		if err != nil && !errs.Is(err, errs.NotFound) {
 			loadErr = err
 		}
-		known[id] = err == nil && c.VisibleTo(agents) && c.Serves(agent)
+		known[id] = err == nil && c.UsableBy(agents) && c.Serves(agent)
 		if known[id] {
 			channels = append(channels, c.Channel)
 		}

@@ -162,6 +162,15 @@ func (s *Service) PutChannel(ctx context.Context, agents []string, id string, bo
 	if err != nil {
 		return ChannelView{}, false, err
 	}
+	// An operator's channel is shared unless it says otherwise; a
+	// tenant's stays its own.
+	operator := slices.Contains(agents, "*")
+	if ch.Shared != nil && *ch.Shared && !operator {
+		return ChannelView{}, false, errs.Fields("the channel is not valid", []errs.FieldError{{Path: "shared",
+			Message: "only an operator (a token acting for every agent) may share a channel; a tenant's channel serves its own agents"}})
+	}
+	shared := operator && (ch.Shared == nil || *ch.Shared)
+	ch.Shared = &shared
 	existing, err := s.channel(ctx, id)
 	switch {
 	case errs.Is(err, errs.NotFound):
@@ -285,20 +294,26 @@ func (s *Service) channel(ctx context.Context, id string) (storedChannel, error)
 	return c, nil
 }
 
-// Channel returns channel id if a principal acting for agents may see it.
-// Errors: NotFound (also for another tenant's channel).
+// Channel returns channel id if a principal acting for agents may see it,
+// or its id, type and name (alert.Channel.Redacted) when it may only use
+// it (a shared channel it does not own). Errors: NotFound (also for
+// another tenant's channel).
 func (s *Service) Channel(ctx context.Context, agents []string, id string) (alert.Channel, error) {
 	c, err := s.channel(ctx, id)
 	if err != nil {
 		return alert.Channel{}, err
 	}
-	if !c.VisibleTo(agents) {
-		return alert.Channel{}, errs.E(errs.NotFound, "no channel %q", id)
+	switch {
+	case c.VisibleTo(agents):
+		return c.Channel.WithSharing(), nil
+	case c.UsableBy(agents):
+		return c.Redacted(), nil
 	}
-	return c.Channel, nil
+	return alert.Channel{}, errs.E(errs.NotFound, "no channel %q", id)
 }
 
-// Channels lists the channels a principal acting for agents may see, by id.
+// Channels lists the channels a principal acting for agents may see, by
+// id, and the shared ones it may only use, redacted as Channel does.
 func (s *Service) Channels(ctx context.Context, agents []string) ([]alert.Channel, error) {
 	out := []alert.Channel{}
 	q := store.Query{Index: store.GSI5, PK: channelsPK, Limit: store.MaxLimit}
@@ -309,8 +324,14 @@ func (s *Service) Channels(ctx context.Context, agents []string) ([]alert.Channe
 		}
 		for _, it := range p.Items {
 			var c storedChannel
-			if json.Unmarshal(it.Data, &c) == nil && c.VisibleTo(agents) {
-				out = append(out, c.Channel)
+			if json.Unmarshal(it.Data, &c) != nil {
+				continue
+			}
+			switch {
+			case c.VisibleTo(agents):
+				out = append(out, c.Channel.WithSharing())
+			case c.UsableBy(agents):
+				out = append(out, c.Redacted())
 			}
 		}
 		if p.Next == "" {
@@ -387,4 +408,45 @@ func (s *Service) TestChannel(ctx context.Context, agents []string, id string) (
 	}
 	res.Delivered = true
 	return res, nil
+}
+
+// EraseOwner removes, once agent is erased, the channels that only it and
+// other agents that no longer remain owned (remains says whether an agent
+// still has a card): a tenant's channels go with the last of its agents.
+// An operator's channels stay. What waited for a removed channel is
+// dead-lettered as for any deleted channel. It returns how many it
+// removed. Errors: the store's and remains'.
+func (s *Service) EraseOwner(ctx context.Context, agent string, remains func(context.Context, string) (bool, error)) (int, error) {
+	all, err := s.Channels(ctx, []string{"*"})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, c := range all {
+		if !slices.Contains(c.Owners, agent) || slices.Contains(c.Owners, "*") {
+			continue
+		}
+		orphan := true
+		for _, o := range c.Owners {
+			if o == agent {
+				continue
+			}
+			ok, err := remains(ctx, o)
+			if err != nil {
+				return removed, err
+			}
+			if ok {
+				orphan = false
+				break
+			}
+		}
+		if !orphan {
+			continue
+		}
+		if err := s.DeleteChannel(ctx, c.Owners, c.ID); err != nil && !errs.Is(err, errs.NotFound) {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
 }
