@@ -434,7 +434,7 @@ func TestConsole(t *testing.T) {
 		const d = document.querySelectorAll('#main tr[data-id^="ntf_"]');
 		return r && d.length >= 2 ? document.querySelector('#main').innerText : '';
 	})()`)
-	if !strings.Contains(page, "expectation.lapsed, delivery.dead") || !strings.Contains(page, "410") || strings.Contains(page, secret) {
+	if !strings.Contains(page, "expectation.lapsed, delivery.dead") || !strings.Contains(page, "410") || strings.Contains(page, secret) || !strings.Contains(page, "shared") {
 		t.Errorf("alerts page: %q", page)
 	}
 	b.shot("alerts-desktop.png", 1440, 900)

@@ -30,7 +30,9 @@ export async function alertsPage(ctx) {
   const deadHolder = h('div');
   async function loadDead() {
     const rows = [];
-    for (const c of channels) {
+    // A shared channel the token does not own shows no owners, and its
+    // dead letters are the operator's.
+    for (const c of channels.filter(c => c.owners)) {
       const page = await api('/v1/channels/' + enc(c.channelId) + '/deadletters');
       for (const n of page.notifications || []) rows.push(n);
     }
@@ -53,7 +55,8 @@ export async function alertsPage(ctx) {
     note,
     h('h2', null, 'Channels'),
     channels.length ? table(['channel', 'type', 'destination', 'owners', 'updated'], channels.map(c => ({ attrs: { 'data-channel': c.channelId },
-      cells: [code(c.channelId), badge(c.type, 'kind'), destination(c), (c.owners || []).join(', '), fmtTime(c.updatedAt)] })))
+      cells: [h('span', null, code(c.channelId), c.name ? ' ' + c.name : '', c.shared ? ' ' : '', c.shared ? badge('shared', 'kind') : ''),
+        badge(c.type, 'kind'), c.owners ? destination(c) : h('span', { class: 'muted' }, 'the operator\'s (shared)'), (c.owners || []).join(', '), c.updatedAt ? fmtTime(c.updatedAt) : ''] })))
       : h('p', { class: 'muted', id: 'no-channels' }, 'No channels (PUT /v1/channels/{channelId}).'),
     h('h2', null, 'Rules'),
     withRules.length ? table(['agent', 'rules'], withRules.map(r => ({ attrs: { 'data-agent': r.agentId },
