@@ -68,6 +68,9 @@ func (s *Service) Declare(ctx context.Context, raw []byte, principal string, may
 		out, created = Declared{a.AnticipationID, false, fresh.Digest}, true
 		return nil
 	})
+	if err == nil && created {
+		s.keepCompiled(out.Digest, a)
+	}
 	return out, created, wrap(err)
 }
 

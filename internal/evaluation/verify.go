@@ -31,7 +31,10 @@ func (s *Service) compiled(rec *AnticipationRecord) (*anticipate.Anticipation, e
 	return a, nil
 }
 
-// keepCompiled caches a validated ANTICIPATE under its digest.
+// keepCompiled caches a validated ANTICIPATE under its digest: Declare
+// keeps what it validated, so that the VERIFY of a plan that runs soon
+// after its declaration (a traced agent's usual case) does not validate
+// and compile it again.
 func (s *Service) keepCompiled(digest string, a *anticipate.Anticipation) {
 	s.progMu.Lock()
 	if len(s.programs) > 4096 {
