@@ -89,6 +89,48 @@ func (e *EvalError) Error() string { return e.Message }
 // wrong number of arguments, uses a built-in function as a value, or cannot
 // yield a boolean. Compile never panics.
 func Compile(src string) (p *Program, err error) {
+	// The same criteria come back plan after plan (each plan declares its
+	// ANTICIPATE, whose assertions an agent rarely changes), and a
+	// compiled Program is immutable: compile each source once.
+	if p, ok := compiledCache.get(src); ok {
+		return p, nil
+	}
+	p, err = compile(src)
+	if err == nil {
+		compiledCache.put(src, p)
+	}
+	return p, err
+}
+
+// compiledCache holds the Programs compiled lately, by source.
+var compiledCache = programCache{m: map[string]*Program{}}
+
+// programCacheSize bounds the cache: at most this many sources (each at
+// most MaxSourceLen bytes) are kept, and it is emptied when full.
+const programCacheSize = 1024
+
+type programCache struct {
+	mu sync.RWMutex
+	m  map[string]*Program
+}
+
+func (c *programCache) get(src string) (*Program, bool) {
+	c.mu.RLock()
+	p, ok := c.m[src]
+	c.mu.RUnlock()
+	return p, ok
+}
+
+func (c *programCache) put(src string, p *Program) {
+	c.mu.Lock()
+	if len(c.m) >= programCacheSize {
+		clear(c.m)
+	}
+	c.m[src] = p
+	c.mu.Unlock()
+}
+
+func compile(src string) (p *Program, err error) {
 	switch {
 	case strings.TrimSpace(src) == "":
 		return nil, &CompileError{Message: "assertion is empty"}

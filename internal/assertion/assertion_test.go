@@ -389,3 +389,30 @@ func TestEvalTrace(t *testing.T) {
 		t.Errorf("trace on error: %v %v", trace, err)
 	}
 }
+
+// TestCompileKeepsEachSource: a source compiled again is the same
+// Program (compiled once), from any goroutine; one that does not compile
+// is refused every time.
+func TestCompileKeepsEachSource(t *testing.T) {
+	src := "step_count <= 3 AND tool_invoked('x') == false"
+	first, err := Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p, err := Compile(src); err != nil || p != first {
+				t.Errorf("compiled again: %p %v, want %p", p, err, first)
+			}
+		}()
+	}
+	wg.Wait()
+	for range 2 {
+		if _, err := Compile("step_count <="); err == nil {
+			t.Fatal("an assertion that does not compile was accepted")
+		}
+	}
+}
