@@ -26,6 +26,10 @@ const (
 	Lapsed EventType = "expectation.lapsed"
 	// Recovered: a fact satisfied an expectation after it lapsed.
 	Recovered EventType = "expectation.recovered"
+	// Acknowledged: a person acknowledged a lapse. It goes to the
+	// channels of every rule that sends the lapse (a PagerDuty incident
+	// is acknowledged), as well as to rules that name it.
+	Acknowledged EventType = "expectation.acknowledged"
 	// DeliveryDead: the lapse task to the agent was dead-lettered.
 	DeliveryDead EventType = "delivery.dead"
 	// VerificationFailed: a VERIFY's verdict is FAIL.
@@ -36,7 +40,7 @@ const (
 )
 
 // RuleEvents are the event types a rule may name.
-var RuleEvents = []EventType{Lapsed, Recovered, DeliveryDead, VerificationFailed}
+var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DeliveryDead, VerificationFailed}
 
 // Event is one notification's body (the webhook body, EventBridge's
 // Detail): what happened, when, and the record it happened to.
@@ -65,6 +69,10 @@ type EventData struct {
 	// HeldBack is how many events of the same rule a cooldown held back
 	// since the last one sent.
 	HeldBack int `json:"heldBack,omitempty"`
+	// AcknowledgedBy and Note say who acknowledged a lapse and why
+	// (expectation.acknowledged).
+	AcknowledgedBy string `json:"acknowledgedBy,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 // Subject is what an event is about, for summaries and filters: the

@@ -172,6 +172,66 @@ func TestRuleMatches(t *testing.T) {
 			t.Errorf("%d: %v", i, got)
 		}
 	}
+	// An acknowledgement goes where the lapse went (its filters apply),
+	// and to rules that name it.
+	ack := Occurrence{Event: Event{Type: Acknowledged}, About: Subject{Kind: "payment", Lapse: "overdue"}}
+	for i, c := range []struct {
+		r    Rule
+		want bool
+	}{
+		{Rule{On: []EventType{Lapsed}}, true},
+		{Rule{On: []EventType{Acknowledged}}, true},
+		{Rule{On: []EventType{Recovered}}, false},
+		{Rule{On: []EventType{DeliveryDead}}, false},
+		{Rule{On: []EventType{Lapsed}, Kinds: []string{"shipment"}}, false},
+	} {
+		if got := c.r.Matches(ack); got != c.want {
+			t.Errorf("acknowledged %d: %v", i, got)
+		}
+	}
+}
+
+// TestAcknowledgedEvent: an acknowledgement of a lapse is one
+// expectation.acknowledged occurrence (once: a later change of the
+// acknowledged record makes none), which PagerDuty receives as an
+// acknowledge of the lapse's incident.
+func TestAcknowledgedEvent(t *testing.T) {
+	lapsed := &expect.Record{AgentID: "a", Expectation: expect.Expectation{ExpectationID: "e", Kind: "payment"},
+		Lapse: &expect.Lapse{Lapse: expect.Overdue, LapsedAt: "2026-12-06T08:00:00Z"}}
+	acked := lapsed.Clone()
+	acked.Ack = &expect.Ack{By: "alice", At: "2026-12-06T08:05:00Z", Note: "on it"}
+	occs := FromExpectation(lapsed, acked, nil)
+	if len(occs) != 1 || occs[0].Event.Type != Acknowledged || occs[0].Event.Data.AcknowledgedBy != "alice" || occs[0].Event.Timestamp != "2026-12-06T08:05:00Z" {
+		t.Fatalf("occurrences %+v", occs)
+	}
+	later := acked.Clone()
+	later.Delivery = &expect.Delivery{Attempts: 2}
+	if occs := FromExpectation(acked, later, nil); len(occs) != 0 {
+		t.Fatalf("a later change made %+v", occs)
+	}
+	n := &Notification{ID: "ntf_x", AgentID: "a", Event: occs0(t, lapsed, acked).Event, About: occs0(t, lapsed, acked).About, DedupKey: DedupKey("a", "E#e")}
+	body, err := PagerDutyBody(n, "rk", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pd struct {
+		Action   string `json:"event_action"`
+		DedupKey string `json:"dedup_key"`
+		Payload  struct{ Summary string }
+	}
+	if err := json.Unmarshal(body, &pd); err != nil || pd.Action != "acknowledge" || pd.DedupKey != n.DedupKey ||
+		!strings.Contains(pd.Payload.Summary, "acknowledged by alice: on it") {
+		t.Fatalf("pagerduty %s (%v)", body, err)
+	}
+}
+
+func occs0(t *testing.T, old, cur *expect.Record) Occurrence {
+	t.Helper()
+	occs := FromExpectation(old, cur, nil)
+	if len(occs) == 0 {
+		t.Fatal("no occurrence")
+	}
+	return occs[0]
 }
 
 // TestCooldownAdmit: one per window, the next one reports what was held,

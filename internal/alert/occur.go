@@ -40,6 +40,11 @@ func FromExpectation(old, cur *expect.Record, raw json.RawMessage) []Occurrence 
 		}
 		out = append(out, mk(Recovered, at, cur.Lapse.LapsedAt))
 	}
+	if cur.Lapse != nil && cur.Ack != nil && (old == nil || old.Ack == nil) {
+		o := mk(Acknowledged, cur.Ack.At, cur.Lapse.LapsedAt)
+		o.Event.Data.AcknowledgedBy, o.Event.Data.Note = cur.Ack.By, cur.Ack.Note
+		out = append(out, o)
+	}
 	if d := cur.Delivery; d != nil && d.DeadLettered && (old == nil || old.Delivery == nil || !old.Delivery.DeadLettered) {
 		o := mk(DeliveryDead, d.NextAttemptAt, d.MessageID+"\x00"+strconv.Itoa(d.Attempts))
 		if o.Event.Timestamp == "" && cur.Lapse != nil {

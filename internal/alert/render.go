@@ -28,6 +28,12 @@ func Summary(n *Notification) string {
 	switch n.Event.Type {
 	case Lapsed:
 		return fmt.Sprintf("Expectation %s (%s) on %s %s lapsed: %s, due %s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.Lapse, a.DueAt, held)
+	case Acknowledged:
+		note := ""
+		if d := n.Event.Data; d.Note != "" {
+			note = ": " + d.Note
+		}
+		return fmt.Sprintf("Lapse of expectation %s (%s) on %s %s acknowledged by %s%s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, n.Event.Data.AcknowledgedBy, note, held)
 	case Recovered:
 		return fmt.Sprintf("Expectation %s (%s) on %s %s recovered: a fact satisfied it after it lapsed (%s)%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.Lapse, held)
 	case DeliveryDead:
@@ -103,13 +109,16 @@ func slackEscape(s string) string {
 }
 
 // PagerDutyBody is an Events API v2 event: a trigger for a lapse, a dead
-// delivery or a failed VERIFY, a resolve for a recovery, with n's dedup key.
+// delivery or a failed VERIFY, an acknowledge for an acknowledged lapse, a
+// resolve for a recovery, with n's dedup key (the lapse's incident).
 func PagerDutyBody(n *Notification, routingKey, link string) ([]byte, error) {
 	action := "trigger"
 	severity := "error"
 	switch n.Event.Type {
 	case Recovered:
 		action = "resolve"
+	case Acknowledged:
+		action = "acknowledge"
 	case Lapsed:
 		severity = "warning"
 	case ChannelTest:

@@ -155,7 +155,9 @@ func (r Rule) ID() string {
 
 // Matches reports whether r sends occ.
 func (r Rule) Matches(occ Occurrence) bool {
-	if !slices.Contains(r.On, occ.Event.Type) {
+	on := slices.Contains(r.On, occ.Event.Type) ||
+		occ.Event.Type == Acknowledged && slices.Contains(r.On, Lapsed) // where the lapse went
+	if !on {
 		return false
 	}
 	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, occ.About.Kind) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,7 +148,8 @@ func slackReceiver(t *testing.T) *receiver {
 	})
 }
 
-// pagerDutyReceiver checks an Events API v2 event.
+// pagerDutyReceiver checks an Events API v2 event (its event_action is
+// one of the three the API defines).
 func pagerDutyReceiver(t *testing.T, routingKey string) *receiver {
 	return newReceiver(t, func(r *http.Request, body []byte) (map[string]any, error) {
 		var m struct {
@@ -161,7 +163,7 @@ func pagerDutyReceiver(t *testing.T, routingKey string) *receiver {
 		if err := json.Unmarshal(body, &m); err != nil {
 			return nil, err
 		}
-		if m.RoutingKey != routingKey || (m.EventAction != "trigger" && m.EventAction != "resolve") || m.DedupKey == "" ||
+		if m.RoutingKey != routingKey || !slices.Contains([]string{"trigger", "acknowledge", "resolve"}, m.EventAction) || m.DedupKey == "" ||
 			m.Payload.Summary == "" || m.Payload.Source == "" || m.Payload.Timestamp == "" ||
 			!strings.Contains("critical error warning info", m.Payload.Severity) || m.Payload.Severity == "" {
 			return nil, errf("pagerduty event %s", body)
@@ -427,6 +429,33 @@ func scenarioAlerts(t *testing.T) {
 		t.Fatalf("lapse %v", rec.Lapse)
 	}
 
+	// Someone on call acknowledges the lapse: the record says who, when
+	// and why, the first acknowledgement stands, and PagerDuty's incident
+	// is acknowledged (the trigger's dedup key). Another tenant, and a
+	// token with neither expectations:write nor channels:write, cannot.
+	e.must(403, e.call("POST", "/v1/agents/"+agentID+"/expectations/late/ack", map[string]any{"note": "mine"}, tenantB))
+	e.must(403, e.call("POST", "/v1/agents/"+agentID+"/expectations/late/ack", nil, factsToken))
+	hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/expectations/late/ack", map[string]any{"note": strings.Repeat("x", 1001)})), "note")
+	var acked expect.Record
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations/late/ack", map[string]any{"note": "calling the payment provider"})).json(t, &acked)
+	if acked.Ack == nil || acked.Ack.By != "admin" || acked.Ack.Note != "calling the payment provider" || acked.Ack.At == "" {
+		t.Fatalf("acknowledged record: %+v", acked.Ack)
+	}
+	var again expect.Record
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations/late/ack", nil)).json(t, &again)
+	if again.Ack == nil || *again.Ack != *acked.Ack {
+		t.Fatalf("a second acknowledgement changed it: %+v", again.Ack)
+	}
+	acks := pd.waitFor("pagerduty acknowledge", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool { return m["action"] == "acknowledge" }) >= 1
+	})
+	for _, m := range acks {
+		if m["action"] == "acknowledge" && m["dedup"] != triggers[0]["dedup"] {
+			t.Fatalf("acknowledge dedup %v, trigger %v", m["dedup"], triggers[0]["dedup"])
+		}
+	}
+	hook.waitFor("webhook acknowledged", func(g []map[string]any) bool { return count(g, ofType(alert.Acknowledged)) == 1 })
+
 	// A late fact resolves the incident, with the trigger's dedup key.
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.late", ts(0))}}))
 	resolved := pd.waitFor("pagerduty resolve", func(g []map[string]any) bool {
@@ -480,7 +509,7 @@ func scenarioAlerts(t *testing.T) {
 	var tl struct{ Notifications []alert.Notification }
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		e.must(200, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=late", nil)).json(t, &tl)
-		if len(tl.Notifications) >= 5 {
+		if len(tl.Notifications) >= 6 {
 			break
 		}
 		if time.Now().After(deadline) {

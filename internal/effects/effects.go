@@ -9,8 +9,8 @@
 //
 // The effects (Kind) and the changes that call for them:
 //
-//   - Alerts: an expectation that lapsed, was satisfied after it lapsed or
-//     whose lapse task was dead-lettered; a VERIFY whose verdict became
+//   - Alerts: an expectation that lapsed, was satisfied after it lapsed,
+//     whose lapse was acknowledged or whose lapse task was dead-lettered; a VERIFY whose verdict became
 //     FAIL (the alert notifications of the occurrence).
 //   - Reanchor: an expectation satisfied while others are anchored on it
 //     (their due times move).
@@ -232,7 +232,8 @@ func Of(typ string, old, new []byte) []Kind {
 		lapsed := n.Lapse != nil && o.Lapse == nil
 		recovered := n.Lapse != nil && n.SatisfiedBy != nil && o.SatisfiedBy == nil
 		dead := n.dead() && !o.dead()
-		if lapsed || recovered || dead {
+		acked := n.Lapse != nil && n.Ack != nil && o.Ack == nil
+		if lapsed || recovered || dead || acked {
 			return []Kind{Alerts}
 		}
 	case "verification":
@@ -265,6 +266,7 @@ func With(kinds []Kind, k Kind) []Kind {
 
 type expectationView struct {
 	Lapse       *struct{} `json:"lapse"`
+	Ack         *struct{} `json:"ack"`
 	SatisfiedBy *struct{} `json:"satisfiedBy"`
 	Delivery    *struct {
 		DeadLettered bool `json:"deadLettered"`

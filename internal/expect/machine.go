@@ -108,6 +108,10 @@ func (r *Record) Clone() *Record {
 		d := *r.Delivery
 		c.Delivery = &d
 	}
+	if r.Ack != nil {
+		a := *r.Ack
+		c.Ack = &a
+	}
 	if r.Expectation.Anchor != nil {
 		a := *r.Expectation.Anchor
 		c.Expectation.Anchor = &a

@@ -70,6 +70,18 @@ const (
 	Stalled LapseKind = "stalled"
 )
 
+// Ack is a person's acknowledgement of a lapse.
+type Ack struct {
+	// By is the principal that acknowledged it.
+	By string `json:"by"`
+	At string `json:"at"`
+	// Note is the acknowledger's optional comment.
+	Note string `json:"note,omitempty"`
+}
+
+// MaxAckNoteLen bounds an acknowledgement's note (characters).
+const MaxAckNoteLen = 1000
+
 // Lapse is carried in the lapse task's message metadata.
 type Lapse struct {
 	ExpectationID  string    `json:"expectationId"`
@@ -134,23 +146,26 @@ type Delivery struct {
 // Record is the watcher's record of one expectation: the spec's
 // ExpectationRecord plus the origin task, raise time and lineage.
 type Record struct {
-	AgentID         string      `json:"agentId"`
-	TaskID          string      `json:"taskId"`
-	ContextID       string      `json:"contextId"`
-	Skill           string      `json:"skill,omitempty"`
-	Expectation     Expectation `json:"expectation"`
-	ProjectedDueAt  string      `json:"projectedDueAt"`
-	DueAt           string      `json:"dueAt"`
-	State           State       `json:"state"`
-	PastDue         bool        `json:"pastDue,omitempty"`
-	SatisfiedAt     string      `json:"satisfiedAt,omitempty"`
-	ObservedAt      string      `json:"observedAt,omitempty"`
-	Late            bool        `json:"late,omitempty"`
-	SatisfiedBy     *Fact       `json:"satisfiedBy,omitempty"`
-	Lapse           *Lapse      `json:"lapse,omitempty"`
-	LapseTaskID     string      `json:"lapseTaskId,omitempty"`
-	WithdrawnReason string      `json:"withdrawnReason,omitempty"`
-	WithdrawnAt     string      `json:"withdrawnAt,omitempty"`
+	AgentID        string      `json:"agentId"`
+	TaskID         string      `json:"taskId"`
+	ContextID      string      `json:"contextId"`
+	Skill          string      `json:"skill,omitempty"`
+	Expectation    Expectation `json:"expectation"`
+	ProjectedDueAt string      `json:"projectedDueAt"`
+	DueAt          string      `json:"dueAt"`
+	State          State       `json:"state"`
+	PastDue        bool        `json:"pastDue,omitempty"`
+	SatisfiedAt    string      `json:"satisfiedAt,omitempty"`
+	ObservedAt     string      `json:"observedAt,omitempty"`
+	Late           bool        `json:"late,omitempty"`
+	SatisfiedBy    *Fact       `json:"satisfiedBy,omitempty"`
+	Lapse          *Lapse      `json:"lapse,omitempty"`
+	LapseTaskID    string      `json:"lapseTaskId,omitempty"`
+	// Ack is who acknowledged the lapse, when, and why (on-call: it stops
+	// the lapse's repeats and escalation).
+	Ack             *Ack   `json:"ack,omitempty"`
+	WithdrawnReason string `json:"withdrawnReason,omitempty"`
+	WithdrawnAt     string `json:"withdrawnAt,omitempty"`
 	// HorizonChecked is set once the horizon has passed with facts on the
 	// subject, so the horizon instant is not scheduled again.
 	HorizonChecked bool      `json:"horizonChecked,omitempty"`

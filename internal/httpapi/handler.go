@@ -110,6 +110,9 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/agents/{agentId}/expectations", Scope: auth.Read, Agent: true, fn: h.list},
 		{Pattern: "GET /v1/agents/{agentId}/expectations/{expectationId}", Scope: auth.Read, Agent: true, fn: h.get},
 		{Pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", Scope: auth.ExpectationsWrite, Agent: true, fn: h.redeliver},
+		// Either scope: the agent's owner, or the on-call people who
+		// hold channels:write for it (the handler checks which).
+		{Pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/ack", Agent: true, fn: h.acknowledge},
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
 		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, Push: true, fn: h.a2a},

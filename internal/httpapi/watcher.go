@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentclock/clockwork/internal/auth"
+	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/watcher"
 )
@@ -182,6 +183,39 @@ func (h *Handler) withdrawOp(ctx context.Context, in *withdrawArgs) (recordsResp
 
 func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) error {
 	rec, err := h.Watcher.Redeliver(r.Context(), r.PathValue("agentId"), r.PathValue("expectationId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+// ackBody is the body of POST .../ack (optional).
+type ackBody struct {
+	Note string `json:"note"`
+}
+
+// acknowledge serves POST /v1/agents/{agentId}/expectations/{expectationId}/ack:
+// scope expectations:write or channels:write for the agent.
+func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) error {
+	p := PrincipalOf(r.Context())
+	if !p.Can(auth.ExpectationsWrite) && !p.Can(auth.ChannelsWrite) {
+		return errs.E(errs.Forbidden, "token lacks the %s or %s scope", auth.ExpectationsWrite, auth.ChannelsWrite)
+	}
+	// The body is optional: none is an acknowledgement without a note.
+	var in ackBody
+	if r.ContentLength != 0 {
+		b, err := h.readBody(r)
+		if err != nil && !(r.ContentLength < 0 && errs.Is(err, errs.Invalid) && len(b) == 0) {
+			return err
+		}
+		if len(b) > 0 {
+			if err := decodeStrict(b, &in); err != nil {
+				return err
+			}
+		}
+	}
+	rec, err := h.Watcher.Acknowledge(r.Context(), r.PathValue("agentId"), r.PathValue("expectationId"), p.Name, in.Note)
 	if err != nil {
 		return err
 	}

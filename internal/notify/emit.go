@@ -52,6 +52,7 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 // change can be an alert event, decoded before the whole record is.
 type transitions struct {
 	Lapse       *struct{} `json:"lapse"`
+	Ack         *struct{} `json:"ack"`
 	SatisfiedBy *struct{} `json:"satisfiedBy"`
 	Delivery    *struct {
 		DeadLettered bool `json:"deadLettered"`
@@ -80,7 +81,8 @@ func expectationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
 	lapsed := n.Lapse != nil && o.Lapse == nil
 	recovered := n.Lapse != nil && n.SatisfiedBy != nil && o.SatisfiedBy == nil
 	dead := n.dead() && !o.dead()
-	if !lapsed && !recovered && !dead {
+	acked := n.Lapse != nil && n.Ack != nil && o.Ack == nil
+	if !lapsed && !recovered && !dead && !acked {
 		return nil, nil
 	}
 	var cur expect.Record
@@ -162,7 +164,10 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 	}
 	return store.Update(ctx, s.store, func(tx *store.Tx) error {
 		heldBack := 0
-		if d := r.CooldownOf(); d > 0 {
+		// An acknowledgement follows a lapse already sent (or held back):
+		// a person's action, never a flood, and the incident it updates
+		// must not stay unacknowledged for the window.
+		if d := r.CooldownOf(); d > 0 && occ.Event.Type != alert.Acknowledged {
 			key := cooldownKey(agent, ruleID)
 			it, ok, err := tx.Get(ctx, key)
 			if err != nil {

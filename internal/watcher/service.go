@@ -537,6 +537,18 @@ func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Re
 	})
 }
 
+// Acknowledge records principal by's acknowledgement of the lapse of
+// agentID's expectation id (expect.Acknowledge), with an optional note; an
+// acknowledged lapse is returned as it is. Its change tells the lapse's
+// alert channels (expectation.acknowledged). Errors: NotFound; Conflict
+// when the expectation has not lapsed; Invalid naming "note".
+func (s *Service) Acknowledge(ctx context.Context, agentID, id, by, note string) (*expect.Record, error) {
+	return s.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
+		changed, err := expect.Acknowledge(r, by, note, s.now())
+		return r, changed, err
+	})
+}
+
 // ClaimDelivery claims the next delivery attempt of rec's lapse task for
 // the duration hold (store.Claim), and reports whether this caller holds it
 // and the record, read again after the claim, still awaits that attempt:
