@@ -446,6 +446,17 @@ func TestConsole(t *testing.T) {
 		const c = document.querySelector('#notifications');
 		return c && /delivered/.test(c.innerText) && /expectation\.lapsed|delivery\.dead/.test(c.innerText);
 	})()`)
+	// Acknowledge, beside the lapse: the record names who and why, the
+	// timeline shows it, the button is gone.
+	b.do("acknowledge", chromedp.SendKeys(chromedp.CSS("#ack-note"), "on it"), chromedp.Click(chromedp.CSS("button#ack")))
+	b.wait("the acknowledgement", `(() => {
+		const a = document.querySelector('article.exp');
+		return !document.querySelector('button#ack') && a && /acknowledged/.test(a.innerText) && /by reviewer/.test(a.innerText) && /on it/.test(a.innerText);
+	})()`)
+	ackRec := e.waitRecord("agent-down", "inv-50-paid", "acknowledged", func(r map[string]any) bool { return r["ack"] != nil })
+	if ack := ackRec["ack"].(map[string]any); ack["by"] != "reviewer" || ack["note"] != "on it" {
+		t.Errorf("acknowledged record: %v", ack)
+	}
 
 	// Anticipations: a VERIFY awaiting two HUMAN grades. Its digests and the
 	// server's Ed25519 signature check out in the browser. Grading oc-h1 0

@@ -55,6 +55,7 @@ export function timelineEvents(r, now) {
     add('lapsed', ms(l.lapsedAt), 'lapsed: ' + l.lapse, r.lapseTaskId ? 'lapse task ' + r.lapseTaskId : '');
     if (l.lastFactAt) add('fact', ms(l.lastFactAt), 'last fact', 'latest observedAt on the subject');
   }
+  if (r.ack) add('ack', ms(r.ack.at), 'acknowledged', 'by ' + r.ack.by + (r.ack.note ? ': ' + r.ack.note : ''));
   const d = r.delivery;
   if (d) {
     if (d.deliveredAt) add('delivery', ms(d.deliveredAt), 'delivered', 'attempt ' + (d.attempts || 1) + (r.lapseTaskId ? ', lapse task ' + r.lapseTaskId : '') + (d.activated === false ? ', extension not echoed' : ''));
@@ -109,6 +110,7 @@ export function article(r, now, open, onToggle) {
       ['after', e.after && e.after.length ? h('span', null, e.after.map((id, i) => [i ? ', ' : '', expLink(r.agentId, id)])) : ''],
       ['fact', r.satisfiedBy ? h('span', null, code(r.satisfiedBy.factKey), ' observed ' + fmtTime(r.satisfiedBy.observedAt) + ', source ', code(r.satisfiedBy.source || '')) : ''],
       ['lapse task', r.lapseTaskId ? code(r.lapseTaskId) : ''],
+      ['acknowledged', r.ack ? 'by ' + r.ack.by + ' ' + fmtTime(r.ack.at) + (r.ack.note ? ': ' + r.ack.note : '') : ''],
       ['delivery', r.delivery ? [
         'messageId ', code(d.messageId || ''), ', attempts ' + (d.attempts || 0),
         d.deliveredAt ? ', delivered ' + fmtTime(d.deliveredAt) : '', d.deadLettered ? ', dead-lettered' : '', d.suppressed ? ', suppressed (agent keeps time)' : '',
@@ -124,6 +126,7 @@ export function article(r, now, open, onToggle) {
       h('a', { class: 'id', href: '#/agents/' + enc(r.agentId) + '/expectations/' + enc(e.expectationId) }, e.expectationId),
       badge(r.state), r.pastDue && r.state === 'open' ? badge('past due', 'warn') : null,
       r.late ? badge('late', 'warn') : null, d.deadLettered ? badge('dead letter', 'bad') : null,
+      r.ack ? badge('acknowledged', 'kind') : null,
       h('span', null, code(e.kind)), h('span', { class: 'muted' }, e.subject.type + ' ' + e.subject.id),
       isFinite(next) ? h('span', { class: 'muted next' }, 'next ' + fmtRel(next, now)) : null),
     timeline(r, now), details);
@@ -225,12 +228,30 @@ export async function expectationPage(ctx) {
       ['after', (r.expectation.after || []).length ? r.expectation.after.map((x, i) => [i ? ', ' : '', expLink(agent, x)]) : 'nothing'],
       ['dependents', dependents.length ? dependents.map((x, i) => [i ? ', ' : '', expLink(agent, x.expectation.expectationId)]) : 'none'],
     ]));
-  const draw = () => holder.replaceChildren(article(r, Date.now(), true));
+  // Acknowledge, beside the lapse: who (the token's principal), when and
+  // a note go on the record, and the lapse's channels are told.
+  const ackBox = h('div', { class: 'toolbar ack' });
+  let ackShown = false; // built once, so the refresh keeps what is typed
+  const drawAck = () => {
+    if (!r.lapse || r.ack) { ackBox.replaceChildren(); ackShown = false; return; }
+    if (ackShown) return;
+    ackShown = true;
+    const noteInput = h('input', { type: 'text', id: 'ack-note', placeholder: 'note (optional)', maxlength: '1000', 'aria-label': 'acknowledgement note' });
+    const btn = h('button', { type: 'button', id: 'ack', onclick: async () => {
+      btn.disabled = true;
+      try {
+        r = await api('/v1/agents/' + enc(agent) + '/expectations/' + enc(id) + '/ack', { method: 'POST', body: { note: noteInput.value } });
+        draw();
+      } catch (e) { btn.disabled = false; ackBox.append(errorBox(e)); }
+    } }, 'Acknowledge');
+    ackBox.replaceChildren(h('span', null, 'Lapsed: ' + r.lapse.lapse), noteInput, btn);
+  };
+  const draw = () => { holder.replaceChildren(article(r, Date.now(), true)); drawAck(); };
   draw();
   const notifications = notificationsCard(agent, id);
   ctx.render(h('h1', null, 'Expectation ', code(id)),
     h('p', { class: 'toolbar' }, h('a', { href: '#/agents/' + enc(agent) + '/expectations' }, '← expectations of ' + agent)),
-    holder, links, notifications);
+    ackBox, holder, links, notifications);
   ctx.every(2000, async () => {
     try { r = await api('/v1/agents/' + enc(agent) + '/expectations/' + enc(id)); draw(); } catch (e) { /* shown on the next load */ }
     notifications.refresh();
