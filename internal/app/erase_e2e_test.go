@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,18 @@ func scenarioErasureTenancy(t *testing.T) {
 	e.must(201, e.call("PUT", "/v1/channels/a-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/a"}, tenantA))
 	e.must(201, e.call("PUT", "/v1/channels/ops-hook", map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/ops"}))
 	e.must(200, e.call("PUT", "/v1/agents/agent-b", a2atestCard(t), tenantB))
+	// The erasure finds the channels by their listing, a global index on
+	// DynamoDB that may lag a channel just made by a moment.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var list struct{ Channels []map[string]any }
+		e.must(200, e.call("GET", "/v1/channels", nil, tenantB)).json(t, &list)
+		if slices.ContainsFunc(list.Channels, func(c map[string]any) bool { return c["channelId"] == "b-hook" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B's channel is never listed")
+		}
+	}
 	var out struct{ Erased map[string]int }
 	e.must(200, e.call("DELETE", "/v1/agents/agent-b", nil, tenantB)).json(t, &out)
 	if out.Erased["channel"] != 1 || out.Erased["card"] != 1 {
