@@ -178,6 +178,9 @@ func TestEveryRoute(t *testing.T) {
 	if _, err := c.Redeliver(ctx, agent, "inv-4"); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("redeliver of an open expectation: %v", err)
 	}
+	if _, err := c.Acknowledge(ctx, agent, "inv-4", "nothing lapsed"); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("acknowledging an open expectation: %v", err)
+	}
 	dead, err := c.DeadLetters(ctx)
 	if err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters: %v %+v", err, dead)

@@ -100,30 +100,39 @@ type Delivery struct {
 // Record is the watcher's record of one expectation (the extension's
 // ExpectationRecord plus the watcher's fields).
 type Record struct {
-	AgentID         string      `json:"agentId"`
-	TaskID          string      `json:"taskId"`
-	ContextID       string      `json:"contextId"`
-	Skill           string      `json:"skill,omitempty"`
-	Expectation     Expectation `json:"expectation"`
-	ProjectedDueAt  string      `json:"projectedDueAt"`
-	DueAt           string      `json:"dueAt"`
-	State           string      `json:"state"` // open, satisfied, lapsed or withdrawn
-	PastDue         bool        `json:"pastDue,omitempty"`
-	SatisfiedAt     string      `json:"satisfiedAt,omitempty"`
-	ObservedAt      string      `json:"observedAt,omitempty"`
-	Late            bool        `json:"late,omitempty"`
-	SatisfiedBy     *Fact       `json:"satisfiedBy,omitempty"`
-	Lapse           *Lapse      `json:"lapse,omitempty"`
-	LapseTaskID     string      `json:"lapseTaskId,omitempty"`
-	WithdrawnReason string      `json:"withdrawnReason,omitempty"`
-	WithdrawnAt     string      `json:"withdrawnAt,omitempty"`
-	HorizonChecked  bool        `json:"horizonChecked,omitempty"`
-	RaisedAt        string      `json:"raisedAt"`
-	Lineage         int         `json:"lineage"`
-	Delivery        *Delivery   `json:"delivery,omitempty"`
+	AgentID        string      `json:"agentId"`
+	TaskID         string      `json:"taskId"`
+	ContextID      string      `json:"contextId"`
+	Skill          string      `json:"skill,omitempty"`
+	Expectation    Expectation `json:"expectation"`
+	ProjectedDueAt string      `json:"projectedDueAt"`
+	DueAt          string      `json:"dueAt"`
+	State          string      `json:"state"` // open, satisfied, lapsed or withdrawn
+	PastDue        bool        `json:"pastDue,omitempty"`
+	SatisfiedAt    string      `json:"satisfiedAt,omitempty"`
+	ObservedAt     string      `json:"observedAt,omitempty"`
+	Late           bool        `json:"late,omitempty"`
+	SatisfiedBy    *Fact       `json:"satisfiedBy,omitempty"`
+	Lapse          *Lapse      `json:"lapse,omitempty"`
+	LapseTaskID    string      `json:"lapseTaskId,omitempty"`
+	// Ack is who acknowledged the lapse, when and why (Acknowledge).
+	Ack             *Ack      `json:"ack,omitempty"`
+	WithdrawnReason string    `json:"withdrawnReason,omitempty"`
+	WithdrawnAt     string    `json:"withdrawnAt,omitempty"`
+	HorizonChecked  bool      `json:"horizonChecked,omitempty"`
+	RaisedAt        string    `json:"raisedAt"`
+	Lineage         int       `json:"lineage"`
+	Delivery        *Delivery `json:"delivery,omitempty"`
 	// ExpiresAt is when the record, final, will be deleted (the server's
 	// -retain-expectations after it became final); empty while open.
 	ExpiresAt string `json:"expiresAt,omitempty"`
+}
+
+// Ack is a person's acknowledgement of a lapse.
+type Ack struct {
+	By   string `json:"by"`
+	At   string `json:"at"`
+	Note string `json:"note,omitempty"`
 }
 
 // Record states.

@@ -154,6 +154,21 @@ func (c *Client) Redeliver(ctx context.Context, agentID, expectationID string) (
 	return &out, nil
 }
 
+// Acknowledge records the token's principal's acknowledgement of a lapse,
+// with an optional note (POST /v1/agents/{agentId}/expectations/{id}/ack):
+// the lapse's alert channels are told (PagerDuty: acknowledge). The first
+// acknowledgement stands; a second returns the record as it is. Errors
+// (*Error): 409 when the expectation has not lapsed, 400 naming "note",
+// 404, 401, 403.
+func (c *Client) Acknowledge(ctx context.Context, agentID, expectationID, note string) (*Record, error) {
+	var out Record
+	if err := c.do(ctx, call{method: "POST", path: "/v1/agents/" + seg(agentID) + "/expectations/" + seg(expectationID) + "/ack",
+		body: map[string]string{"note": note}, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeadLetters returns the dead-lettered records of the agents the token may
 // act for (GET /v1/deadletters). Errors (*Error): 401, 403.
 func (c *Client) DeadLetters(ctx context.Context) ([]Record, error) {
