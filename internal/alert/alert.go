@@ -30,6 +30,9 @@ const (
 	// channels of every rule that sends the lapse (a PagerDuty incident
 	// is acknowledged), as well as to rules that name it.
 	Acknowledged EventType = "expectation.acknowledged"
+	// DueSoon: an open expectation is due within the rule's Before (a
+	// reminder, sent at dueAt - before).
+	DueSoon EventType = "expectation.due_soon"
 	// DeliveryDead: the lapse task to the agent was dead-lettered.
 	DeliveryDead EventType = "delivery.dead"
 	// VerificationFailed: a VERIFY's verdict is FAIL.
@@ -40,7 +43,7 @@ const (
 )
 
 // RuleEvents are the event types a rule may name.
-var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DeliveryDead, VerificationFailed}
+var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DueSoon, DeliveryDead, VerificationFailed}
 
 // Event is one notification's body (the webhook body, EventBridge's
 // Detail): what happened, when, and the record it happened to.
@@ -73,6 +76,11 @@ type EventData struct {
 	// (expectation.acknowledged).
 	AcknowledgedBy string `json:"acknowledgedBy,omitempty"`
 	Note           string `json:"note,omitempty"`
+	// Repeat numbers a lapse's notification sent again (1, 2, ...: the
+	// rule's repeat), Escalation the step of the rule's escalation that
+	// sent it (1, 2, ...); zero on the first notification.
+	Repeat     int `json:"repeat,omitempty"`
+	Escalation int `json:"escalation,omitempty"`
 }
 
 // Subject is what an event is about, for summaries and filters: the
@@ -136,10 +144,21 @@ type Notification struct {
 	Dead            bool   `json:"deadLettered,omitempty"`
 	DeadAt          string `json:"deadLetteredAt,omitempty"`
 	Replays         int    `json:"replays,omitempty"`
+	// Condition, on a notification sent later than its event (a reminder,
+	// a repeat, an escalation), is what must still hold of the
+	// expectation when its time comes (Holds); otherwise it is skipped.
+	Condition Condition `json:"condition,omitempty"`
+	// Skipped says why a conditional notification was not sent, and
+	// SkippedAt when that was decided.
+	Skipped   string `json:"skipped,omitempty"`
+	SkippedAt string `json:"skippedAt,omitempty"`
+	// Repeats, on a lapse's notification of a rule with a repeat, is what
+	// sends it again once it is delivered.
+	Repeats *RepeatState `json:"repeats,omitempty"`
 }
 
 // Pending reports whether n still waits for delivery.
-func (n *Notification) Pending() bool { return n.DeliveredAt == "" && !n.Dead }
+func (n *Notification) Pending() bool { return n.DeliveredAt == "" && !n.Dead && n.Skipped == "" }
 
 // Delivered records a successful attempt at now.
 func (n *Notification) Delivered(now time.Time) {

@@ -27,7 +27,16 @@ func Summary(n *Notification) string {
 	}
 	switch n.Event.Type {
 	case Lapsed:
-		return fmt.Sprintf("Expectation %s (%s) on %s %s lapsed: %s, due %s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.Lapse, a.DueAt, held)
+		again := ""
+		switch d := n.Event.Data; {
+		case d.Escalation > 0:
+			again = fmt.Sprintf("Escalated (step %d, nobody acknowledged): ", d.Escalation)
+		case d.Repeat > 0:
+			again = fmt.Sprintf("Still unacknowledged (repeat %d): ", d.Repeat)
+		}
+		return fmt.Sprintf("%sExpectation %s (%s) on %s %s lapsed: %s, due %s%s", again, a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.Lapse, a.DueAt, held)
+	case DueSoon:
+		return fmt.Sprintf("Expectation %s (%s) on %s %s is due at %s: %s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.DueAt, a.Expects, held)
 	case Acknowledged:
 		note := ""
 		if d := n.Event.Data; d.Note != "" {
@@ -121,6 +130,8 @@ func PagerDutyBody(n *Notification, routingKey, link string) ([]byte, error) {
 		action = "acknowledge"
 	case Lapsed:
 		severity = "warning"
+	case DueSoon:
+		severity = "info"
 	case ChannelTest:
 		severity = "info"
 	}

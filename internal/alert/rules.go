@@ -31,6 +31,29 @@ type Rule struct {
 	Kinds    []string    `json:"kinds,omitempty"`
 	Lapses   []string    `json:"lapses,omitempty"`
 	Cooldown string      `json:"cooldown,omitempty"`
+	// Before is how long before an expectation's due time its
+	// expectation.due_soon reminder is sent (required with that event).
+	Before string `json:"before,omitempty"`
+	// Repeat sends the lapse's notification again while the expectation
+	// stays lapsed and unacknowledged (with expectation.lapsed).
+	Repeat *Repeat `json:"repeat,omitempty"`
+	// Escalate tells more channels when nobody acknowledged the lapse (nor
+	// did a fact satisfy it) after each step's After (with
+	// expectation.lapsed).
+	Escalate []EscalationStep `json:"escalate,omitempty"`
+}
+
+// Repeat is a rule's repeat: every Every after the last notification was
+// delivered, at most Max times.
+type Repeat struct {
+	Every string `json:"every"`
+	Max   int    `json:"max"`
+}
+
+// EscalationStep is one step of a rule's escalation.
+type EscalationStep struct {
+	After    string   `json:"after"`
+	Channels []string `json:"channels"`
 }
 
 // Rules are an agent's alert rules, as PUT and GET carry them.
@@ -67,7 +90,7 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		}
 		for j, t := range r.On {
 			if !ValidEvent(t) {
-				c.Add(fmt.Sprintf("%s.on[%d]", p, j), "unknown event type %q (one of expectation.lapsed, expectation.recovered, delivery.dead, verification.failed)", t)
+				c.Add(fmt.Sprintf("%s.on[%d]", p, j), "unknown event type %q (one of expectation.lapsed, expectation.recovered, expectation.acknowledged, expectation.due_soon, delivery.dead, verification.failed)", t)
 			}
 		}
 		switch {
@@ -111,6 +134,7 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 				c.Add(p+".cooldown", "%s", err.Error())
 			}
 		}
+		checkFollowUps(&c, p, r, usable)
 	}
 	if len(c.List) > 0 {
 		return Rules{}, c.Err("the rules are not valid")
@@ -119,6 +143,67 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		in.Rules = []Rule{}
 	}
 	return Rules{AgentID: agent, Rules: in.Rules}, nil
+}
+
+// checkFollowUps validates a rule's before, repeat and escalate.
+func checkFollowUps(c *errs.Collector, p string, r Rule, usable func(string) bool) {
+	dueSoon, lapsed := slices.Contains(r.On, DueSoon), slices.Contains(r.On, Lapsed)
+	switch {
+	case dueSoon && r.Before == "":
+		c.Add(p+".before", "is required with expectation.due_soon: how long before the due time to remind (e.g. PT30M)")
+	case !dueSoon && r.Before != "":
+		c.Add(p+".before", "goes with expectation.due_soon in on")
+	case r.Before != "":
+		if _, err := parseSpan(r.Before, time.Second, MaxBefore); err != nil {
+			c.Add(p+".before", "%s", err.Error())
+		}
+	}
+	if r.Repeat != nil {
+		if !lapsed {
+			c.Add(p+".repeat", "goes with expectation.lapsed in on (it repeats the lapse)")
+		}
+		if _, err := parseSpan(r.Repeat.Every, minRepeat, MaxCooldown); err != nil {
+			c.Add(p+".repeat.every", "%s", err.Error())
+		}
+		if r.Repeat.Max < 1 || r.Repeat.Max > MaxRepeats {
+			c.Add(p+".repeat.max", "must be from 1 to %d", MaxRepeats)
+		}
+	}
+	if len(r.Escalate) > 0 && !lapsed {
+		c.Add(p+".escalate", "goes with expectation.lapsed in on (it escalates the lapse)")
+	}
+	if len(r.Escalate) > MaxEscalationSteps {
+		c.Add(p+".escalate", "has more than %d steps", MaxEscalationSteps)
+	}
+	for i, st := range r.Escalate {
+		sp := fmt.Sprintf("%s.escalate[%d]", p, i)
+		if _, err := parseSpan(st.After, time.Second, MaxCooldown); err != nil {
+			c.Add(sp+".after", "%s", err.Error())
+		}
+		switch {
+		case len(st.Channels) == 0:
+			c.Add(sp+".channels", "is required: at least one channel")
+		case len(st.Channels) > MaxRuleChannels:
+			c.Add(sp+".channels", "has more than %d channels", MaxRuleChannels)
+		}
+		for j, ch := range st.Channels {
+			if !usable(ch) {
+				c.Add(fmt.Sprintf("%s.channels[%d]", sp, j), "unknown channel %q", ch)
+			}
+		}
+	}
+}
+
+// BeforeOf returns r's reminder lead (zero: none).
+func (r Rule) BeforeOf() time.Duration {
+	d, _ := parseSpan(r.Before, time.Second, MaxBefore)
+	return d
+}
+
+// AfterOf returns the wait of escalation step st.
+func (st EscalationStep) AfterOf() time.Duration {
+	d, _ := parseSpan(st.After, time.Second, MaxCooldown)
+	return d
 }
 
 func parseCooldown(s string) (time.Duration, error) {
@@ -163,7 +248,8 @@ func (r Rule) Matches(occ Occurrence) bool {
 	if len(r.Kinds) > 0 && !slices.Contains(r.Kinds, occ.About.Kind) {
 		return false
 	}
-	if len(r.Lapses) > 0 && !slices.Contains(r.Lapses, occ.About.Lapse) {
+	// A reminder comes before any lapse: the lapse filter is not its.
+	if len(r.Lapses) > 0 && occ.Event.Type != DueSoon && !slices.Contains(r.Lapses, occ.About.Lapse) {
 		return false
 	}
 	return true

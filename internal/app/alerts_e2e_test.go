@@ -56,6 +56,7 @@ func newReceiver(t *testing.T, check func(*http.Request, []byte) (map[string]any
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
+		m["receivedAt"] = time.Now()
 		rc.got = append(rc.got, m)
 		if id := r.Header.Get("webhook-id"); id != "" {
 			rc.ids[id] = append(rc.ids[id], string(body))

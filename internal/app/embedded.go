@@ -229,6 +229,7 @@ func Start(cfg Config) (*App, error) {
 	if nopt.Now == nil {
 		nopt.Now = a.Watcher.Now
 	}
+	nopt.Expectation = a.Watcher.Get
 	var mail notify.MailSender
 	if cfg.SMTP != nil {
 		mail = cfg.SMTP

@@ -63,6 +63,7 @@ var scenarios = []struct {
 	{"MetricsMove", scenarioMetricsMove},
 	{"Alerts", scenarioAlerts},
 	{"AlertsTenancy", scenarioAlertsTenancy},
+	{"AlertsOnCall", scenarioAlertsOnCall},
 	{"OTLPTraces", scenarioOTLPTraces},
 	{"AgentErasure", scenarioAgentErasure},
 	{"ErasureTenancy", scenarioErasureTenancy},

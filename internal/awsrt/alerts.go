@@ -112,6 +112,9 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	}
 	// Function instances apart may attempt one notification at once.
 	opt.ClaimSends = true
+	if r.Watcher != nil {
+		opt.Expectation = r.Watcher.Get
+	}
 	if cfg.Now != nil {
 		opt.Now = cfg.Now
 	}

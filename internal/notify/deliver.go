@@ -74,6 +74,20 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	if wait := n.Wait(s.opt.Now()); wait > 0 {
 		return wait, true
 	}
+	// A reminder, repeat or escalation goes only if its condition still
+	// holds of the expectation.
+	if n.Condition != "" && s.opt.Expectation != nil {
+		rec, err := s.opt.Expectation(ctx, agent, n.About.ExpectationID)
+		if errs.Is(err, errs.NotFound) {
+			rec, err = nil, nil
+		}
+		if err != nil {
+			return s.storeRetry(), true
+		}
+		if ok, why := n.Condition.Holds(rec, n); !ok {
+			return s.skip(ctx, agent, id, string(n.ChannelType), why)
+		}
+	}
 	// The channel's circuit before the claim: a wait is recorded on the
 	// notification (a conditional write of its own) and claims nothing.
 	circuit := channelCircuitKey(n.ChannelID)
@@ -135,6 +149,14 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		if err == nil {
 			cur.Delivered(now)
 			outcome = "delivered"
+			// A repeating lapse's next notification waits its turn.
+			if rep, ok := cur.NextRepeat(now); ok {
+				it, err := notificationItem(rep, s.opt.Retain)
+				if err != nil {
+					return err
+				}
+				tx.Put(it)
+			}
 		} else {
 			cur.Failed(now, describe(err), f, s.policy)
 			outcome, after, again = "failed", cur.Wait(now), !cur.Dead
@@ -175,6 +197,35 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 		s.log.Info("notification failed; will retry", "agent", agent, "notification", id, "channel", n.ChannelID, "class", f.Class, "next", after, "err", describe(err), "cause", causeOf(err))
 	}
 	return after, again
+}
+
+// skip records that notification id is not sent, and why (its condition
+// no longer holds).
+func (s *Service) skip(ctx context.Context, agent, id, typ, why string) (time.Duration, bool) {
+	now := s.opt.Now()
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decodeNotification(it)
+		if err != nil || !cur.Pending() {
+			return err
+		}
+		cur.Skip(now, why)
+		next, err := notificationItem(cur, s.opt.Retain)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		return nil
+	})
+	if err != nil {
+		return s.storeRetry(), true
+	}
+	s.opt.Metrics.Record(metrics.Notifications, 1, typ, "skipped")
+	s.log.Info("notification skipped", "agent", agent, "notification", id, "why", why)
+	return 0, false
 }
 
 // probeMargin is what a channel circuit's probe holds beyond the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/anticipate"
@@ -34,10 +35,15 @@ func (s *Service) HandleChange(ctx context.Context, ch store.Change) error {
 		return s.notificationChanged(ctx, ch)
 	case typeExpectation:
 		occs, err := expectationOccurrences(ch)
-		if err != nil || len(occs) == 0 {
+		if err != nil {
 			return err
 		}
-		return s.emit(ctx, occs)
+		if len(occs) > 0 {
+			if err := s.emit(ctx, occs); err != nil {
+				return err
+			}
+		}
+		return s.reminders(ctx, ch)
 	case typeVerification:
 		occs, err := verificationOccurrences(ch)
 		if err != nil || len(occs) == 0 {
@@ -196,7 +202,10 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			}
 			heldBack = held
 		}
-		for _, chID := range r.Channels {
+		// stage adds the notification made of occ for channel chID (once:
+		// a replayed change finds it made), unless the channel no longer
+		// serves the agent; follow is what makes it a follow-up.
+		stage := func(chID, key string, follow func(*alert.Notification)) error {
 			// The channel as it is now: a channel deleted, or deleted and
 			// taken by someone it does not serve, gets nothing (its
 			// owner would otherwise see this agent's events).
@@ -210,24 +219,61 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			}
 			if !ok || err != nil || !c.Serves(agent) {
 				s.log.Warn("alert rule names a channel that does not serve the agent; skipped", "agent", agent, "channel", chID)
-				continue
+				return nil
 			}
-			id := alert.NotificationID(occ.Key, ruleID, chID)
+			id := alert.NotificationID(key, ruleID, chID)
 			_, exists, err := tx.Get(ctx, notificationKey(agent, id))
-			if err != nil {
-				return err
-			}
-			if exists {
-				continue // a replayed change: made already
+			if err != nil || exists {
+				return err // exists: a replayed change, made already
 			}
 			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, ChannelType: c.Type, ChannelIncarnation: c.Incarnation,
 				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: expect.FormatTime(now)}
 			n.Event.Data.HeldBack = heldBack
+			if follow != nil {
+				follow(n)
+			}
 			it, err := notificationItem(n, s.opt.Retain)
 			if err != nil {
 				return err
 			}
 			tx.Put(it)
+			return nil
+		}
+		for _, chID := range r.Channels {
+			err := stage(chID, occ.Key, func(n *alert.Notification) {
+				switch {
+				case occ.Event.Type == alert.Lapsed && r.Repeat != nil:
+					n.Repeats = &alert.RepeatState{Every: r.Repeat.Every, Max: r.Repeat.Max}
+				case occ.Event.Type == alert.DueSoon:
+					// Sent at dueAt - before, while the expectation is
+					// still open with that due time.
+					n.Condition, n.NextAttempt = alert.StillOpen, occ.Event.Timestamp
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if occ.Event.Type != alert.Lapsed {
+			return nil
+		}
+		// Escalation: each step's channels are told after its wait, unless
+		// the lapse was acknowledged or satisfied by then.
+		lapsedAt, err := expect.ParseTime(occ.Event.Timestamp)
+		if err != nil {
+			return nil
+		}
+		for i, st := range r.Escalate {
+			at := expect.FormatTime(lapsedAt.Add(st.AfterOf()))
+			for _, chID := range st.Channels {
+				err := stage(chID, occ.Key+"\x00escalate\x00"+strconv.Itoa(i), func(n *alert.Notification) {
+					n.Condition, n.NextAttempt = alert.StillUnresolved, at
+					n.Event.Timestamp, n.Event.Data.Escalation = at, i+1
+				})
+				if err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})

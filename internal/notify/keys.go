@@ -136,8 +136,11 @@ func notificationItem(n *alert.Notification, retain time.Duration) (store.Item, 
 	}
 	it := store.Item{Key: notificationKey(n.AgentID, n.ID), Type: TypeNotification, Data: b, Index: idx}
 	ended := n.DeliveredAt
-	if n.Dead {
+	switch {
+	case n.Dead:
 		ended = n.DeadAt
+	case n.Skipped != "":
+		ended = n.SkippedAt
 	}
 	if t, err := expect.ParseTime(ended); err == nil && retain > 0 {
 		it.ExpiresAt = expect.ExpiryTime(t, retain).Unix()

@@ -53,6 +53,7 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 		tx.Put(store.Item{Key: rulesKey(agent), Type: TypeRules, Data: b})
 		return nil
 	})
+	s.forgetRules(agent)
 	return rules, err
 }
 

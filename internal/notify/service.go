@@ -80,6 +80,11 @@ type Options struct {
 	ClaimSends bool
 	Metrics    metrics.Recorder
 	Now        func() time.Time
+	// Expectation reads an expectation record (an error matching
+	// errs.NotFound when there is none), for the conditions of reminders,
+	// repeats and escalations (alert.Condition). Without it they are sent
+	// unconditionally.
+	Expectation func(ctx context.Context, agentID, id string) (*expect.Record, error)
 }
 
 // Service is the alerting service. It is safe for concurrent use.
@@ -99,6 +104,7 @@ type Service struct {
 	mu      sync.Mutex
 	secrets map[string]cachedSecret
 	tests   map[string]time.Time // last test per channel (testInterval)
+	rules   rulesCache           // for reminders (cachedRules)
 }
 
 // testInterval is the least time between two tests of one channel in one

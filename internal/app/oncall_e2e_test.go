@@ -1,0 +1,117 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/alert"
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// scenarioAlertsOnCall (issue 38): through the runtime's own clock and
+// delivery, on both runtimes. A reminder arrives at dueAt - before, and
+// none comes for an expectation raised later than that or satisfied
+// first. A lapse nobody acknowledges is sent again (max times, the same
+// PagerDuty incident) and escalated to a second channel; one acknowledged
+// at once is neither repeated nor escalated.
+func scenarioAlertsOnCall(t *testing.T) {
+	e := startEnv(t)
+	ag := register(t, e, "1.0")
+	ag.FailNext(1000, 500) // lapse tasks are not what this is about
+	remind, escalated := slackReceiver(t), slackReceiver(t)
+	pd := pagerDutyReceiver(t, "ONCALLKEY")
+	e.must(201, e.call("PUT", "/v1/channels/remind-slack", map[string]any{"type": "slack", "url": remind.srv.URL + "/services/T0/B0/remind"}))
+	e.must(201, e.call("PUT", "/v1/channels/oncall-pd", map[string]any{"type": "pagerduty", "routingKey": "ONCALLKEY", "url": pd.srv.URL + "/v2/enqueue"}))
+	e.must(201, e.call("PUT", "/v1/channels/lead-slack", map[string]any{"type": "slack", "url": escalated.srv.URL + "/services/T0/B0/lead"}))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.due_soon"}, "channels": []string{"remind-slack"}, "before": "PT3S"},
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"oncall-pd"}, "repeat": map[string]any{"every": "PT2S", "max": 2},
+			"escalate": []any{map[string]any{"after": "PT5S", "channels": []string{"lead-slack"}}}},
+	}}))
+
+	// Reminders: "soon" is due in 6 s (reminded 3 s before); "late-raise"
+	// is raised 1 s before it is due (later than its reminder); "paid" is
+	// satisfied before its reminder's time.
+	soonDue := time.Now().Add(6 * time.Second)
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+		payment("soon", expect.FormatTime(soonDue)), payment("late-raise", ts(time.Second)), payment("paid", ts(5*time.Second)))))
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.paid", ts(0))}}))
+	got := remind.waitFor("the reminder", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool { return strings.Contains(m["text"].(string), "soon") }) >= 1
+	})
+	at := got[0]["receivedAt"].(time.Time)
+	if want := soonDue.Add(-3 * time.Second); at.Before(want.Add(-time.Second)) {
+		t.Fatalf("the reminder came at %v, %v before dueAt - before", at, want.Sub(at))
+	}
+	t.Logf("reminder: %v after dueAt - before", at.Sub(soonDue.Add(-3*time.Second)).Round(time.Millisecond))
+
+	// Lapses: page-1 is left alone, page-2 is acknowledged as soon as its
+	// incident is triggered.
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(payment("page-1", ts(100*time.Millisecond)), payment("page-2", ts(100*time.Millisecond)))))
+	about := func(id string) func(m map[string]any) bool {
+		return func(m map[string]any) bool { return strings.Contains(m["summary"].(string), "Expectation "+id+" ") }
+	}
+	pd.waitFor("page-2's trigger", func(g []map[string]any) bool { return count(g, about("page-2")) >= 1 })
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations/page-2/ack", map[string]any{"note": "mine"}))
+	got = pd.waitFor("page-1's trigger and its two repeats", func(g []map[string]any) bool { return count(g, about("page-1")) >= 3 })
+	var dedup string
+	for _, m := range got {
+		if !about("page-1")(m) {
+			continue
+		}
+		if dedup == "" {
+			dedup = m["dedup"].(string)
+		}
+		if m["action"] != "trigger" || m["dedup"] != dedup {
+			t.Fatalf("page-1's notifications are not one incident triggered again: %v", got)
+		}
+	}
+	escalated.waitFor("page-1's escalation", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool {
+			return strings.Contains(m["text"].(string), "Escalated") && strings.Contains(m["text"].(string), "page-1")
+		}) == 1
+	})
+	// By now page-2's repeats and escalation were due; they were skipped.
+	time.Sleep(time.Second)
+	pd.mu.Lock()
+	final := append([]map[string]any(nil), pd.got...)
+	pd.mu.Unlock()
+	if n := count(final, func(m map[string]any) bool { return about("page-2")(m) && m["action"] == "trigger" }); n != 1 {
+		t.Fatalf("page-2, acknowledged at once, was triggered %d times", n)
+	}
+	if n := count(final, about("page-1")); n != 3 {
+		t.Fatalf("page-1 was sent %d times; want the lapse and 2 repeats", n)
+	}
+	escalated.mu.Lock()
+	esc := append([]map[string]any(nil), escalated.got...)
+	escalated.mu.Unlock()
+	remind.mu.Lock()
+	reminders := append([]map[string]any(nil), remind.got...)
+	remind.mu.Unlock()
+	if n := count(esc, func(m map[string]any) bool { return strings.Contains(m["text"].(string), "page-2") }); n != 0 {
+		t.Fatalf("page-2 was escalated although acknowledged: %v", esc)
+	}
+	for _, m := range reminders {
+		if txt := m["text"].(string); !strings.HasPrefix(txt, "Expectation soon ") {
+			t.Fatalf("a reminder that should not have been sent: %v", txt)
+		}
+	}
+	// The skipped ones are on the timeline, saying why.
+	var tl struct{ Notifications []alert.Notification }
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		e.must(200, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=page-2", nil)).json(t, &tl)
+		skipped := 0
+		for _, n := range tl.Notifications {
+			if strings.Contains(n.Skipped, "acknowledged by admin") {
+				skipped++
+			}
+		}
+		if skipped >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("page-2's timeline: %+v", tl.Notifications)
+		}
+	}
+}
