@@ -121,6 +121,12 @@ func newNotify(r *Runtime, sealer credentials.Sealer) *notify.Service {
 	return notify.New(r.Store, sealer, client, mail, events, opt, cfg.Log)
 }
 
+// notifyChainLimit is the longest wait a notification rides the timer
+// queue for (chained 15-minute message timers, about $1.5 per million
+// hops); beyond it one EventBridge Scheduler entry ($1 per million) is
+// cheaper.
+const notifyChainLimit = time.Hour
+
 // notifyQueue is the AWS runtime's notify.Enqueuer: each attempt is a
 // message on the timer queue (delayed to its time; the clock function
 // runs it), so a slow receiver never holds a stream shard.
@@ -129,7 +135,10 @@ type notifyQueue struct{ r *Runtime }
 // EnqueueNotification implements notify.Enqueuer.
 func (q notifyQueue) EnqueueNotification(ctx context.Context, agent, id string, at time.Time) error {
 	in := expect.Instant{AgentID: agent, ExpectationID: id, Kind: expect.InstantNotify, At: at}
-	if q.r.Clock.HasQueue() {
+	// A retry's wait (at most an hour) rides the timer queue; a reminder
+	// or escalation further off gets one schedule rather than a chain of
+	// 15-minute messages (Schedule puts what is near on the queue too).
+	if q.r.Clock.HasQueue() && at.Sub(q.r.Watcher.Now()) <= notifyChainLimit {
 		return q.r.Clock.Rearm(ctx, in)
 	}
 	return q.r.Clock.Schedule(ctx, []expect.Instant{in})
