@@ -74,9 +74,13 @@ export function notificationsCard(agent, id) {
     try {
       const out = await api('/v1/agents/' + enc(agent) + '/notifications?expectationId=' + enc(id));
       const ns = out.notifications || [];
+      const d = n => n.event.data || {};
+      const what = n => n.event.type + (d(n).repeat ? ' (repeat ' + d(n).repeat + ')' : '') + (d(n).escalation ? ' (escalation ' + d(n).escalation + ')' : '');
+      const state = n => n.deliveredAt ? badge('delivered', 'satisfied') : n.deadLettered ? badge('dead', 'lapsed') :
+        n.skipped ? h('span', null, badge('skipped', 'withdrawn'), ' ' + n.skipped) : n.condition ? badge('waiting until ' + fmtTime(n.nextAttemptAt), 'open') : badge('pending', 'open');
       body.replaceChildren(ns.length ? table(['event', 'channel', 'state', 'attempts', 'at'], ns.map(n => ({ attrs: { 'data-id': n.id },
-        cells: [n.event.type, code(n.channelId), n.deliveredAt ? badge('delivered', 'satisfied') : n.deadLettered ? badge('dead', 'lapsed') : badge('pending', 'open'),
-          String(n.attempts || 0), fmtTime(n.deliveredAt || n.deadLetteredAt || n.createdAt)] })))
+        cells: [what(n), code(n.channelId), state(n),
+          String(n.attempts || 0), fmtTime(n.deliveredAt || n.deadLetteredAt || n.skippedAt || n.createdAt)] })))
         : h('p', { class: 'muted' }, 'No notification sent about this expectation.'));
     } catch (e) {
       body.replaceChildren(e.status === 503 ? h('p', { class: 'muted' }, 'This server sends no notifications.') : errorBox(e));
