@@ -152,6 +152,8 @@ type Notification struct {
 	// SkippedAt when that was decided.
 	Skipped   string `json:"skipped,omitempty"`
 	SkippedAt string `json:"skippedAt,omitempty"`
+	// Silenced is the silence that held it back (with Skipped).
+	Silenced string `json:"silenced,omitempty"`
 	// Repeats, on a lapse's notification of a rule with a repeat, is what
 	// sends it again once it is delivered.
 	Repeats *RepeatState `json:"repeats,omitempty"`

@@ -185,7 +185,11 @@ func Start(cfg Config) (*App, error) {
 		}
 		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: a.Credentials})
 	}
-	a.Outbox = outbox.New(a.Watcher, sender, cfg.Outbox, cfg.Log)
+	oopt := cfg.Outbox
+	oopt.Silenced = func(ctx context.Context, rec *expect.Record) (string, error) {
+		return a.Notify.SilencedLapseTask(ctx, rec)
+	}
+	a.Outbox = outbox.New(a.Watcher, sender, oopt, cfg.Log)
 	// The clock's lapse commits are exempt from the feed's backpressure
 	// (meant for bulk writers), and the timers keep the watcher's clock, so
 	// that the two never disagree on whether an instant has come.

@@ -500,7 +500,10 @@ func (r *Runtime) startWorkers() {
 	}
 	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, MaxBackoff: cfg.DeliveryMaxWait, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
-			Metrics: cfg.Metrics, ClaimSends: true /* function instances apart may attempt one lapse at once */}, cfg.Log)
+			Metrics: cfg.Metrics, ClaimSends: true, /* function instances apart may attempt one lapse at once */
+			Silenced: func(ctx context.Context, rec *expect.Record) (string, error) {
+				return r.Notify.SilencedLapseTask(ctx, rec)
+			}}, cfg.Log)
 	r.Clock = scheduler.New(r.Scheduler, scheduler.Config{
 		Group: cfg.ScheduleGroup, TargetArn: cfg.ClockFunctionARN, RoleArn: cfg.SchedulerRoleARN,
 		DeadLetterArn: cfg.SchedulerDLQARN, Now: cfg.Now, Immediate: func(ctx context.Context, in expect.Instant) error { return r.HandleClock(ctx, in) },

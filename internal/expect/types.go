@@ -129,7 +129,9 @@ type Delivery struct {
 	DeadLettered    bool `json:"deadLettered,omitempty"`
 	// Suppressed is true when the agent keeps its own time and the watcher
 	// is configured not to send it lapse tasks.
-	Suppressed  bool   `json:"suppressed,omitempty"`
+	Suppressed bool `json:"suppressed,omitempty"`
+	// SilencedBy names the silence (with lapseTasks) that suppressed it.
+	SilencedBy  string `json:"silencedBy,omitempty"`
 	DeliveredAt string `json:"deliveredAt,omitempty"`
 	// NextAttemptAt is when a failed delivery may be tried again.
 	NextAttemptAt string `json:"nextAttemptAt,omitempty"`

@@ -174,3 +174,58 @@ func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) erro
 	writeJSON(w, http.StatusOK, map[string]any{"notifications": out})
 	return nil
 }
+
+// The silences' routes (channels:write to change, read to list): a tenant
+// silences its own agents; an operator any or all.
+
+func (h *Handler) putSilence(w http.ResponseWriter, r *http.Request) error {
+	n, err := h.alerts()
+	if err != nil {
+		return err
+	}
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	p := PrincipalOf(r.Context())
+	sil, created, err := n.PutSilence(r.Context(), p.Name, p.Agents, r.PathValue("silenceId"), b)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, sil)
+	return nil
+}
+
+func (h *Handler) getSilence(w http.ResponseWriter, r *http.Request) error {
+	n, err := h.alerts()
+	if err != nil {
+		return err
+	}
+	sil, err := n.Silence(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("silenceId"))
+	return respond(w, http.StatusOK, sil, err)
+}
+
+func (h *Handler) listSilences(w http.ResponseWriter, r *http.Request) error {
+	n, err := h.alerts()
+	if err != nil {
+		return err
+	}
+	out, err := n.Silences(r.Context(), PrincipalOf(r.Context()).Agents)
+	return respond(w, http.StatusOK, map[string]any{"silences": out}, err)
+}
+
+func (h *Handler) deleteSilence(w http.ResponseWriter, r *http.Request) error {
+	n, err := h.alerts()
+	if err != nil {
+		return err
+	}
+	if err := n.DeleteSilence(r.Context(), PrincipalOf(r.Context()).Agents, r.PathValue("silenceId")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

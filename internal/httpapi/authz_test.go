@@ -108,6 +108,10 @@ func authzCases() []authzCase {
 		{name: "get alerts", pattern: "GET /v1/agents/{agentId}/alerts", method: "GET", path: "/v1/agents/agent-1/alerts", scope: auth.Read, bound: true},
 		{name: "list notifications", pattern: "GET /v1/agents/{agentId}/notifications", method: "GET", path: "/v1/agents/agent-1/notifications?expectationId=exp-open", scope: auth.Read, bound: true},
 		{name: "delete alerts", pattern: "DELETE /v1/agents/{agentId}/alerts", method: "DELETE", path: "/v1/agents/agent-1/alerts", scope: auth.AgentsWrite, bound: true},
+		{name: "put silence", pattern: "PUT /v1/silences/{silenceId}", method: "PUT", path: "/v1/silences/ops-quiet", body: static(silenceBody()), scope: auth.ChannelsWrite, bound: true},
+		{name: "list silences", pattern: "GET /v1/silences", method: "GET", path: "/v1/silences", scope: auth.Read},
+		{name: "get silence", pattern: "GET /v1/silences/{silenceId}", method: "GET", path: "/v1/silences/ops-quiet", scope: auth.Read, ownID: "ops-quiet", unknownID: "no-such-silence"},
+		{name: "delete silence", pattern: "DELETE /v1/silences/{silenceId}", method: "DELETE", path: "/v1/silences/ops-quiet", scope: auth.ChannelsWrite, ownID: "ops-quiet", unknownID: "no-such-silence"},
 		{name: "delete channel", pattern: "DELETE /v1/channels/{channelId}", method: "DELETE", path: "/v1/channels/ops-hook", scope: auth.ChannelsWrite, ownID: "ops-hook", unknownID: "no-such-hook"},
 		{name: "list anticipations", pattern: "GET /v1/agents/{agentId}/anticipations", method: "GET", path: "/v1/agents/agent-1/anticipations", scope: auth.Read, bound: true},
 		// Last: the every-scope caller erases agent-1 (its card is PUT again

@@ -180,6 +180,7 @@ func seed(t testing.TB, h http.Handler) fixture {
 	must(do(h, "PUT", "/v1/agents/"+agent, allToken, card()), 200)
 	must(do(h, "POST", "/v1/agents/"+agent+"/expectations", allToken, raiseBody("exp-open")), 200)
 	must(do(h, "PUT", "/v1/channels/ops-hook", allToken, mustJSON(map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/hook", "shared": false})), 200, 201)
+	must(do(h, "PUT", "/v1/silences/ops-quiet", allToken, silenceBody()), 201)
 	must(do(h, "POST", "/v1/anticipations", allToken, anticipation("ant-2", "plan-2")), 201)
 	must(do(h, "POST", "/v1/anticipations", allToken, anticipation("ant-1", "plan-1")), 201)
 	for _, ev := range planEvents {
@@ -205,4 +206,10 @@ func seed(t testing.TB, h http.Handler) fixture {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// silenceBody silences agent-1 in a window far in the future (it holds
+// nothing back in the tests).
+func silenceBody() []byte {
+	return mustJSON(map[string]any{"matchers": map[string]any{"agentId": agent}, "startsAt": "2099-01-01T00:00:00Z", "endsAt": "2099-01-02T00:00:00Z", "comment": "later"})
 }

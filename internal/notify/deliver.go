@@ -85,7 +85,18 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 			return s.storeRetry(), true
 		}
 		if ok, why := n.Condition.Holds(rec, n); !ok {
-			return s.skip(ctx, agent, id, string(n.ChannelType), why)
+			return s.skip(ctx, agent, id, string(n.ChannelType), why, "")
+		}
+	}
+	// A silence holds it back: recorded, not sent (a lapse's later
+	// repeats still come, and go once the silence is over).
+	if n.Event.Type != alert.ChannelTest {
+		sil, err := s.activeSilence(ctx, agent, n.About, s.opt.Now(), false)
+		if err != nil {
+			return s.storeRetry(), true
+		}
+		if sil != nil {
+			return s.skip(ctx, agent, id, string(n.ChannelType), sil.String(), sil.ID)
 		}
 	}
 	// The channel's circuit before the claim: a wait is recorded on the
@@ -199,9 +210,9 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	return after, again
 }
 
-// skip records that notification id is not sent, and why (its condition
-// no longer holds).
-func (s *Service) skip(ctx context.Context, agent, id, typ, why string) (time.Duration, bool) {
+// skip records that notification id is not sent, and why: its condition
+// no longer holds, or silence (its id) holds it back.
+func (s *Service) skip(ctx context.Context, agent, id, typ, why, silence string) (time.Duration, bool) {
 	now := s.opt.Now()
 	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
 		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
@@ -213,17 +224,33 @@ func (s *Service) skip(ctx context.Context, agent, id, typ, why string) (time.Du
 			return err
 		}
 		cur.Skip(now, why)
+		cur.Silenced = silence
 		next, err := notificationItem(cur, s.opt.Retain)
 		if err != nil {
 			return err
 		}
 		tx.Put(next)
+		// Held back by a silence, a repeating lapse still repeats (its
+		// condition is checked again then).
+		if silence != "" {
+			if rep, ok := cur.NextRepeat(now); ok {
+				it, err := notificationItem(rep, s.opt.Retain)
+				if err != nil {
+					return err
+				}
+				tx.Put(it)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return s.storeRetry(), true
 	}
-	s.opt.Metrics.Record(metrics.Notifications, 1, typ, "skipped")
+	outcome := "skipped"
+	if silence != "" {
+		outcome = "silenced"
+	}
+	s.opt.Metrics.Record(metrics.Notifications, 1, typ, outcome)
 	s.log.Info("notification skipped", "agent", agent, "notification", id, "why", why)
 	return 0, false
 }

@@ -32,6 +32,7 @@ const (
 	TypeRules        = "alertrules"
 	TypeCooldown     = "alertcooldown"
 	TypeNotification = "notification"
+	TypeSilence      = "silence"
 
 	// NotifyShards spreads pending notifications over gsi5 partitions.
 	NotifyShards = 16
@@ -48,6 +49,12 @@ func channelKey(id string) store.Key { return store.Key{PK: "CHANNEL#" + esc(id)
 func channelCircuitKey(id string) store.Key {
 	return store.Key{PK: "CHANNEL#" + esc(id), SK: "CIRCUIT"}
 }
+
+// silencesPK is the partition of every silence (one, read consistently
+// and whole: there are at most alert.MaxSilences).
+const silencesPK = "SILENCES"
+
+func silenceKey(id string) store.Key { return store.Key{PK: silencesPK, SK: esc(id)} }
 
 func rulesKey(agent string) store.Key { return store.Key{PK: "A#" + esc(agent), SK: "ALERTS"} }
 

@@ -101,10 +101,11 @@ type Service struct {
 	policy   retry.Policy
 	circuits *breaker.Breakers
 
-	mu      sync.Mutex
-	secrets map[string]cachedSecret
-	tests   map[string]time.Time // last test per channel (testInterval)
-	rules   rulesCache           // for reminders (cachedRules)
+	mu       sync.Mutex
+	secrets  map[string]cachedSecret
+	tests    map[string]time.Time // last test per channel (testInterval)
+	rules    rulesCache           // for reminders (cachedRules)
+	silences silenceCache         // checked before every send (activeSilence)
 }
 
 // testInterval is the least time between two tests of one channel in one

@@ -74,6 +74,10 @@ type Options struct {
 	// process attempts never overlap without it; it costs a small write
 	// and a read per attempt.
 	ClaimSends bool
+	// Silenced, when set, names the silence that holds back rec's lapse
+	// task now ("" for none): such a lapse is recorded as suppressed by it
+	// instead of sent (notify.Service.SilencedLapseTask).
+	Silenced func(ctx context.Context, rec *expect.Record) (string, error)
 }
 
 type job struct{ agent, id string }
@@ -279,12 +283,18 @@ func (o *Outbox) Attempt(ctx context.Context, agentID, id string) (time.Duration
 	if err != nil {
 		return o.fail(ctx, rec, fmt.Errorf("agent card unavailable: %w", err), retry.Failure{Class: retry.Misconfigured})
 	}
-	if card.Declaration.KeepsTime && !o.opt.SendToTimekeepers {
+	silence := ""
+	if o.opt.Silenced != nil {
+		if silence, err = o.opt.Silenced(ctx, rec); err != nil {
+			return o.storeRetry(), true
+		}
+	}
+	if silence != "" || card.Declaration.KeepsTime && !o.opt.SendToTimekeepers {
 		_, err := o.svc.UpdateRecord(ctx, agentID, id, func(r *expect.Record) (*expect.Record, bool, error) {
 			if !watcher.PendingDelivery(r) {
 				return r, false, nil
 			}
-			r.Delivery.Suppressed = true
+			r.Delivery.Suppressed, r.Delivery.SilencedBy = true, silence
 			return r, true, nil
 		})
 		if err != nil {

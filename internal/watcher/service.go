@@ -531,6 +531,7 @@ func (s *Service) Redeliver(ctx context.Context, agentID, id string) (*expect.Re
 			return r, false, nil
 		}
 		r.Delivery.DeadLettered, r.Delivery.Suppressed, r.Delivery.Attempts, r.Delivery.NextAttemptAt = false, false, 0, ""
+		r.Delivery.SilencedBy = ""
 		r.Delivery.FailingSince, r.Delivery.WaitingForProbe = "", false
 		r.Delivery.Replays++
 		return r, true, nil
