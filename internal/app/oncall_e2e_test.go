@@ -115,3 +115,83 @@ func scenarioAlertsOnCall(t *testing.T) {
 		}
 	}
 }
+
+// scenarioAlertsSilenced (issue 38): a silence holds back the
+// notifications it matches, recorded as silenced on the timeline; a
+// lapse's repeats that fall after it ends are sent; lapse tasks are held
+// back only by a silence that says so; a tenant silences only its own
+// agents.
+func scenarioAlertsSilenced(t *testing.T) {
+	e := startEnv(t)
+	ag := register(t, e, "1.0")
+	quiet := slackReceiver(t)
+	e.must(201, e.call("PUT", "/v1/channels/quiet-slack", map[string]any{"type": "slack", "url": quiet.srv.URL + "/services/T0/B0/quiet"}))
+	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"quiet-slack"}, "repeat": map[string]any{"every": "PT2S", "max": 3}},
+	}}))
+	subject := func(id string) func(map[string]any) {
+		return func(m map[string]any) { m["subject"] = map[string]any{"type": "invoice", "id": id} }
+	}
+	// Tenants silence their own agents only.
+	e.must(403, e.call("PUT", "/v1/silences/theirs", map[string]any{"matchers": map[string]any{"agentId": agentID},
+		"startsAt": ts(-time.Minute), "endsAt": ts(time.Hour)}, tenantB))
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/silences/everyone", map[string]any{"matchers": map[string]any{},
+		"startsAt": ts(-time.Minute), "endsAt": ts(time.Hour)}, tenantB)), "matchers.agentId")
+
+	// Q- subjects are silenced for 3 s; T- subjects' lapse tasks too.
+	silenceEnds := time.Now().Add(3 * time.Second)
+	e.must(201, e.call("PUT", "/v1/silences/quiet-q", map[string]any{"matchers": map[string]any{"agentId": agentID, "subjectIdPrefix": "Q-"},
+		"startsAt": ts(-time.Minute), "endsAt": expect.FormatTime(silenceEnds), "comment": "deploying the Q service"}))
+	e.must(201, e.call("PUT", "/v1/silences/quiet-t", map[string]any{"matchers": map[string]any{"agentId": agentID, "subjectIdPrefix": "T-"},
+		"startsAt": ts(-time.Minute), "endsAt": ts(time.Hour), "lapseTasks": true}))
+	var list struct{ Silences []alert.Silence }
+	e.must(200, e.call("GET", "/v1/silences", nil)).json(t, &list)
+	if len(list.Silences) != 2 || list.Silences[0].CreatedBy != "admin" {
+		t.Fatalf("silences: %+v", list.Silences)
+	}
+	e.must(404, e.call("GET", "/v1/silences/quiet-q", nil, tenantB))
+	e.must(404, e.call("DELETE", "/v1/silences/quiet-q", nil, tenantB))
+
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+		payment("q-1", ts(100*time.Millisecond), subject("Q-1")), payment("t-1", ts(100*time.Millisecond), subject("T-1")))))
+	// q-1's lapse and first repeat fall in the silence; the repeats after
+	// it are sent.
+	got := quiet.waitFor("q-1's repeats after the silence", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool { return strings.Contains(m["text"].(string), "Expectation q-1 ") }) >= 1
+	})
+	for _, m := range got {
+		if strings.Contains(m["text"].(string), "Expectation q-1 ") {
+			if at := m["receivedAt"].(time.Time); at.Before(silenceEnds) {
+				t.Fatalf("q-1 was sent at %v, inside its silence (until %v)", at, silenceEnds)
+			}
+			if !strings.Contains(m["text"].(string), "repeat") {
+				t.Fatalf("q-1's first message after the silence is not a repeat: %v", m["text"])
+			}
+		}
+	}
+	var tl struct{ Notifications []alert.Notification }
+	e.must(200, e.call("GET", "/v1/agents/"+agentID+"/notifications?expectationId=q-1", nil)).json(t, &tl)
+	silenced := 0
+	for _, n := range tl.Notifications {
+		if n.Silenced == "quiet-q" && strings.Contains(n.Skipped, "silenced by quiet-q") {
+			silenced++
+		}
+	}
+	if silenced == 0 {
+		t.Fatalf("q-1's timeline shows no silenced notification: %+v", tl.Notifications)
+	}
+	// t-1's lapse task is held back (recorded), its notification too; q-1's
+	// lapse task went (its silence does not hold lapse tasks back).
+	rec := e.waitRecord(agentID, "t-1", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.Suppressed })
+	if rec.Delivery.SilencedBy != "quiet-t" {
+		t.Fatalf("t-1's delivery: %+v", rec.Delivery)
+	}
+	e.waitRecord(agentID, "q-1", func(r *expect.Record) bool { return r.Delivery != nil && r.Delivery.DeliveredAt != "" })
+	for _, r := range ag.Received() {
+		if strings.Contains(r.Text, "t-1") {
+			t.Fatalf("t-1's lapse task was sent: %+v", r)
+		}
+	}
+	e.must(204, e.call("DELETE", "/v1/silences/quiet-t", nil))
+	e.must(404, e.call("GET", "/v1/silences/quiet-t", nil))
+}

@@ -64,6 +64,7 @@ var scenarios = []struct {
 	{"Alerts", scenarioAlerts},
 	{"AlertsTenancy", scenarioAlertsTenancy},
 	{"AlertsOnCall", scenarioAlertsOnCall},
+	{"AlertsSilenced", scenarioAlertsSilenced},
 	{"OTLPTraces", scenarioOTLPTraces},
 	{"AgentErasure", scenarioAgentErasure},
 	{"ErasureTenancy", scenarioErasureTenancy},
