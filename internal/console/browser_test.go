@@ -427,8 +427,13 @@ func TestConsole(t *testing.T) {
 	})
 	b.wait("the row gone", `!document.querySelector('tr[data-id="inv-50-paid"]')`)
 
+	e.must(201, "PUT", "/v1/silences/saturday-maintenance", map[string]any{"matchers": map[string]any{"agentId": "agent-quiet"},
+		"cron": "0 2 * * 6", "timezone": "Europe/Riga", "duration": "PT4H", "comment": "database maintenance"})
 	b.open(console + "#/alerts")
 	b.wait("the channel", `document.querySelector('tr[data-channel="ops-hook"]')`)
+	if got := b.wait("the silence", `(() => { const r = document.querySelector('tr[data-silence="saturday-maintenance"]'); return r ? r.innerText : ''; })()`); !strings.Contains(got, "0 2 * * 6") || !strings.Contains(got, "Europe/Riga") || !strings.Contains(got, "agent agent-quiet") {
+		t.Errorf("the silence reads %q", got)
+	}
 	page := b.wait("the rule and the dead notifications", `(() => {
 		const r = document.querySelector('tr[data-agent="agent-down"]');
 		const d = document.querySelectorAll('#main tr[data-id^="ntf_"]');

@@ -14,17 +14,39 @@ function destination(c) {
   return '';
 }
 
+// silenceMatchers says what a silence holds back.
+function silenceMatchers(s) {
+  const m = s.matchers || {};
+  const parts = [];
+  parts.push(m.agentId ? 'agent ' + m.agentId : 'every agent');
+  if ((m.kinds || []).length) parts.push('kinds ' + m.kinds.join(', '));
+  if (m.subjectType) parts.push('subject type ' + m.subjectType);
+  if (m.subjectIdPrefix) parts.push('subject ids ' + m.subjectIdPrefix + '…');
+  if (s.lapseTasks) parts.push('lapse tasks too');
+  return parts.join(' · ');
+}
+
+// silenceWhen says when a silence holds.
+function silenceWhen(s) {
+  if (s.cron) return 'every "' + s.cron + '" (' + s.timezone + ') for ' + s.duration;
+  return fmtTime(s.startsAt) + ' → ' + fmtTime(s.endsAt);
+}
+
 function ruleText(r) {
   const parts = [(r.on || []).join(', '), '→ ' + (r.channels || []).join(', ')];
   if ((r.kinds || []).length) parts.push('kinds ' + r.kinds.join(', '));
   if ((r.lapses || []).length) parts.push('lapses ' + r.lapses.join(', '));
   if (r.cooldown) parts.push('cooldown ' + r.cooldown);
+  if (r.before) parts.push('reminder ' + r.before + ' before due');
+  if (r.repeat) parts.push('repeat every ' + r.repeat.every + ', at most ' + r.repeat.max);
+  for (const st of r.escalate || []) parts.push('escalate after ' + st.after + ' → ' + st.channels.join(', '));
   return parts.join(' · ');
 }
 
 export async function alertsPage(ctx) {
   const note = h('div');
   const channels = (await api('/v1/channels')).channels || [];
+  const silences = (await api('/v1/silences').catch(() => ({ silences: [] }))).silences || [];
   const agents = ((await api('/v1/agents?limit=100')).agents || []).map(a => a.agentId);
   const rules = await Promise.all(agents.map(a => api('/v1/agents/' + enc(a) + '/alerts').catch(() => ({ agentId: a, rules: [] }))));
   const deadHolder = h('div');
@@ -58,6 +80,10 @@ export async function alertsPage(ctx) {
       cells: [h('span', null, code(c.channelId), c.name ? ' ' + c.name : '', c.shared ? ' ' : '', c.shared ? badge('shared', 'kind') : ''),
         badge(c.type, 'kind'), c.owners ? destination(c) : h('span', { class: 'muted' }, 'the operator\'s (shared)'), (c.owners || []).join(', '), c.updatedAt ? fmtTime(c.updatedAt) : ''] })))
       : h('p', { class: 'muted', id: 'no-channels' }, 'No channels (PUT /v1/channels/{channelId}).'),
+    h('h2', null, 'Silences'),
+    silences.length ? table(['silence', 'matches', 'when', 'comment', 'by'], silences.map(s => ({ attrs: { 'data-silence': s.silenceId },
+      cells: [code(s.silenceId), silenceMatchers(s), silenceWhen(s), s.comment || '', s.createdBy || ''] })))
+      : h('p', { class: 'muted', id: 'no-silences' }, 'No silences (PUT /v1/silences/{silenceId}).'),
     h('h2', null, 'Rules'),
     withRules.length ? table(['agent', 'rules'], withRules.map(r => ({ attrs: { 'data-agent': r.agentId },
       cells: [code(r.agentId), h('ul', { class: 'rules' }, r.rules.map(x => h('li', null, ruleText(x))))] })))
