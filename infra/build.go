@@ -119,7 +119,11 @@ func BuildFunction(root, name, arch, outDir string) error {
 		return fmt.Errorf("function %s: the go command was not found on PATH: install Go (see go.mod for the version) and run synth again", name)
 	}
 	goarch := GoArch(arch)
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(outDir, "bootstrap"), pkg}
+	// lambda.norpc leaves out aws-lambda-go's net/rpc server, which only
+	// the retired go1.x runtime used (about 400 KB of each bootstrap, with
+	// encoding/gob and html/template); provided.al2023 speaks the Runtime
+	// API. functions/lambdatest builds the bootstraps the same way.
+	args := []string{"build", "-tags=lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", filepath.Join(outDir, "bootstrap"), pkg}
 	cmd := exec.Command(goBin, args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")

@@ -284,7 +284,7 @@ func buildArchs() []string {
 }
 
 // buildBootstraps builds every function for every architecture, as the
-// deployment does (GOOS=linux CGO_ENABLED=0 -trimpath -ldflags '-s -w'),
+// deployment does (GOOS=linux CGO_ENABLED=0 -tags lambda.norpc -trimpath -ldflags '-s -w'),
 // one go build per architecture, and returns arch -> function -> path of
 // its bootstrap (<dir>/<arch>/<function>/bootstrap).
 func buildBootstraps(t *testing.T, root string) map[string]map[string]string {
@@ -310,7 +310,7 @@ func buildBootstraps(t *testing.T, root string) map[string]map[string]string {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			binDir := filepath.Join(archDir, "bin")
-			args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", binDir + string(filepath.Separator)}, pkgs...)
+			args := append([]string{"build", "-tags=lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", binDir + string(filepath.Separator)}, pkgs...)
 			cmd := exec.CommandContext(ctx, goTool, args...)
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")

@@ -93,6 +93,8 @@ type Subject struct {
 	Expects       string
 	DueAt         string
 	Lapse         string
+	// LapsedAt is when it lapsed (escalation steps count from it).
+	LapsedAt string
 }
 
 // Occurrence is an event as the feed found it, before rules choose its
@@ -154,6 +156,9 @@ type Notification struct {
 	SkippedAt string `json:"skippedAt,omitempty"`
 	// Silenced is the silence that held it back (with Skipped).
 	Silenced string `json:"silenced,omitempty"`
+	// ByOperator carries its rules' alert.Rules.ByOperator: the channel
+	// must still serve them when it is sent (Channel.Serves).
+	ByOperator bool `json:"byOperator,omitempty"`
 	// Repeats, on a lapse's notification of a rule with a repeat, is what
 	// sends it again once it is delivered.
 	Repeats *RepeatState `json:"repeats,omitempty"`

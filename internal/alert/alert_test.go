@@ -107,9 +107,16 @@ func TestVisibility(t *testing.T) {
 		if got := c.ch.ManageableBy(c.agents); got != c.manageable {
 			t.Errorf("%d: manageable %v", i, got)
 		}
-		if c.ch.Serves("a") != c.servesA || c.ch.Serves("z") != c.servesOtherAgent {
+		if c.ch.Serves("a", false) != c.servesA || c.ch.Serves("z", false) != c.servesOtherAgent {
 			t.Errorf("%d: serves", i)
 		}
+	}
+	// An operator's channel that is not shared serves only the rules an
+	// operator wrote; a tenant's never serves another's agents.
+	no := false
+	private := Channel{Owners: []string{"*"}, Shared: &no}
+	if private.Serves("a", false) || !private.Serves("a", true) || ten.Serves("z", true) {
+		t.Error("serves: a private operator channel or a tenant's channel")
 	}
 }
 

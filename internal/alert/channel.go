@@ -349,9 +349,15 @@ func (ch *Channel) SameOwners(agents []string) bool {
 }
 
 // Serves reports whether a rule of agent may send to ch: the agent is an
-// owner, or the channel is an operator's.
-func (ch *Channel) Serves(agent string) bool {
-	return slices.Contains(ch.Owners, "*") || slices.Contains(ch.Owners, agent)
+// owner, or the channel is an operator's and shared, or its rules were
+// written by an operator (byOperator). Checked when a notification is made
+// and when it is sent, so a channel the operator stopped sharing (or
+// deleted and made again, private) no longer serves rules a tenant wrote.
+func (ch *Channel) Serves(agent string, byOperator bool) bool {
+	if slices.Contains(ch.Owners, agent) {
+		return true
+	}
+	return slices.Contains(ch.Owners, "*") && (byOperator || ch.IsShared())
 }
 
 func jsonMessage(err error) string {

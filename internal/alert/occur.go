@@ -23,7 +23,7 @@ func FromExpectation(old, cur *expect.Record, raw json.RawMessage) []Occurrence 
 		Expects: cur.Expectation.Expects, DueAt: cur.DueAt,
 	}
 	if cur.Lapse != nil {
-		about.Lapse = string(cur.Lapse.Lapse)
+		about.Lapse, about.LapsedAt = string(cur.Lapse.Lapse), cur.Lapse.LapsedAt
 	}
 	base := cur.AgentID + "\x00" + cur.Expectation.ExpectationID
 	var out []Occurrence

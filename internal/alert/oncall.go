@@ -96,6 +96,12 @@ func (n *Notification) NextRepeat(now time.Time) (*Notification, bool) {
 	return &next, true
 }
 
+// EveryOf returns r's period.
+func (r Repeat) EveryOf() time.Duration {
+	d, _ := parseSpan(r.Every, minRepeat, MaxCooldown)
+	return d
+}
+
 // Bounds of the follow-ups.
 const (
 	minRepeat = time.Second
@@ -116,6 +122,10 @@ func parseSpan(s string, lo, hi time.Duration) (time.Duration, error) {
 	}
 	if d.Years != 0 || d.Months != 0 {
 		return 0, fmt.Errorf("must be in weeks, days, hours, minutes or seconds")
+	}
+	// Each part within the bound first, so that their sum cannot wrap.
+	if d.Weeks > int(hi/(7*24*time.Hour)) || d.Days > int(hi/(24*time.Hour)) || d.Clock > hi {
+		return 0, fmt.Errorf("must be from %v to %v", lo, hi)
 	}
 	total := time.Duration(d.Weeks)*7*24*time.Hour + time.Duration(d.Days)*24*time.Hour + d.Clock
 	if total < lo || total > hi {

@@ -90,6 +90,11 @@ func TestParseRulesFollowUps(t *testing.T) {
 		{`{"rules":[{"on":["expectation.lapsed"],"channels":["slack"],"escalate":[{"after":"PT30M","channels":[]}]}]}`, "rules[0].escalate[0].channels"},
 		{`{"rules":[{"on":["expectation.lapsed"],"channels":["slack"],"escalate":[{"after":"soon","channels":["pd"]}]}]}`, "rules[0].escalate[0].after"},
 		{`{"rules":[{"on":["verification.failed"],"channels":["slack"],"escalate":[{"after":"PT1M","channels":["pd"]}]}]}`, "rules[0].escalate"},
+		{`{"rules":[{"on":["expectation.lapsed"],"channels":["slack"],"escalate":[{"after":"PT1M","channels":["pd","pd"]}]}]}`, "rules[0].escalate[0].channels[1]"},
+		// Durations whose parts would wrap past the bound when added.
+		{`{"rules":[{"on":["expectation.due_soon"],"channels":["slack"],"before":"P213504D"}]}`, "rules[0].before"},
+		{`{"rules":[{"on":["expectation.lapsed"],"channels":["slack"],"escalate":[{"after":"P213504D","channels":["pd"]}]}]}`, "rules[0].escalate[0].after"},
+		{`{"rules":[{"on":["expectation.lapsed"],"channels":["slack"],"cooldown":"P30501W"}]}`, "rules[0].cooldown"},
 	} {
 		_, err := ParseRules("a", []byte(c.body), usable)
 		if c.field == "" {

@@ -61,6 +61,10 @@ type Rules struct {
 	AgentID   string `json:"agentId"`
 	Rules     []Rule `json:"rules"`
 	UpdatedAt string `json:"updatedAt,omitempty"`
+	// ByOperator says the rules were written by an operator's token
+	// (acting for every agent), which may name the operator's channels
+	// that are not shared.
+	ByOperator bool `json:"byOperator,omitempty"`
 }
 
 // ParseRules validates a PUT body against the channels the caller may use
@@ -186,10 +190,15 @@ func checkFollowUps(c *errs.Collector, p string, r Rule, usable func(string) boo
 		case len(st.Channels) > MaxRuleChannels:
 			c.Add(sp+".channels", "has more than %d channels", MaxRuleChannels)
 		}
+		seen := map[string]bool{}
 		for j, ch := range st.Channels {
-			if !usable(ch) {
+			switch {
+			case seen[ch]:
+				c.Add(fmt.Sprintf("%s.channels[%d]", sp, j), "%q is listed twice", ch)
+			case !usable(ch):
 				c.Add(fmt.Sprintf("%s.channels[%d]", sp, j), "unknown channel %q", ch)
 			}
+			seen[ch] = true
 		}
 	}
 }
@@ -213,6 +222,9 @@ func parseCooldown(s string) (time.Duration, error) {
 	}
 	if d.Years != 0 || d.Months != 0 {
 		return 0, fmt.Errorf("must be in weeks, days, hours, minutes or seconds")
+	}
+	if d.Weeks > 1 || d.Days > 7 || d.Clock > MaxCooldown { // each part first: the sum cannot wrap
+		return 0, fmt.Errorf("must be more than zero and at most P7D")
 	}
 	total := time.Duration(d.Weeks)*7*24*time.Hour + time.Duration(d.Days)*24*time.Hour + d.Clock
 	if total <= 0 || total > MaxCooldown {

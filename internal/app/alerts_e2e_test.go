@@ -612,6 +612,24 @@ func scenarioAlertsTenancy(t *testing.T) {
 	teamSlack.waitFor("B's lapse on the shared channel", func(g []map[string]any) bool {
 		return len(g) >= 1 && strings.Contains(g[0]["text"].(string), "b-shared-1")
 	})
+	// The operator stops sharing it: B's rule (written while it was
+	// shared) no longer sends there.
+	e.must(200, e.call("PUT", "/v1/channels/team-slack", map[string]any{"type": "slack", "url": teamSlack.srv.URL + "/services/T0/B0/team", "shared": false}))
+	e.must(200, e.call("POST", "/v1/agents/agent-b/expectations", raiseBody(payment("b-shared-2", ts(100*time.Millisecond))), tenantB))
+	e.waitRecord("agent-b", "b-shared-2", func(r *expect.Record) bool { return r.Lapse != nil })
+	time.Sleep(time.Second) // the lapse's change has been processed by now
+	var tl struct{ Notifications []alert.Notification }
+	e.must(200, e.call("GET", "/v1/agents/agent-b/notifications?expectationId=b-shared-2", nil, tenantB)).json(t, &tl)
+	if len(tl.Notifications) != 0 {
+		t.Fatalf("B's lapse made notifications for a channel no longer shared: %+v", tl.Notifications)
+	}
+	teamSlack.mu.Lock()
+	for _, m := range teamSlack.got {
+		if strings.Contains(m["text"].(string), "b-shared-2") {
+			t.Fatalf("the channel no longer shared got B's lapse: %v", m)
+		}
+	}
+	teamSlack.mu.Unlock()
 	e.must(200, e.call("PUT", "/v1/agents/agent-b/alerts", map[string]any{"rules": []any{}}, tenantB))
 
 	// Addresses that an SMTP server would read as parameters or lists.

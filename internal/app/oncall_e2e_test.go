@@ -9,6 +9,10 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 )
 
+// shortRepeats lets rules repeat every second (the server's floor is a
+// minute by default), so that the scenarios run in seconds.
+func shortRepeats(c *Config) { c.Notify.MinRepeat = time.Second }
+
 // scenarioAlertsOnCall (issue 38): through the runtime's own clock and
 // delivery, on both runtimes. A reminder arrives at dueAt - before, and
 // none comes for an expectation raised later than that or satisfied
@@ -16,7 +20,7 @@ import (
 // PagerDuty incident) and escalated to a second channel; one acknowledged
 // at once is neither repeated nor escalated.
 func scenarioAlertsOnCall(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, shortRepeats)
 	ag := register(t, e, "1.0")
 	ag.FailNext(1000, 500) // lapse tasks are not what this is about
 	remind, escalated := slackReceiver(t), slackReceiver(t)
@@ -25,22 +29,38 @@ func scenarioAlertsOnCall(t *testing.T) {
 	e.must(201, e.call("PUT", "/v1/channels/oncall-pd", map[string]any{"type": "pagerduty", "routingKey": "ONCALLKEY", "url": pd.srv.URL + "/v2/enqueue"}))
 	e.must(201, e.call("PUT", "/v1/channels/lead-slack", map[string]any{"type": "slack", "url": escalated.srv.URL + "/services/T0/B0/lead"}))
 	e.must(200, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
-		map[string]any{"on": []string{"expectation.due_soon"}, "channels": []string{"remind-slack"}, "before": "PT3S"},
+		map[string]any{"on": []string{"expectation.due_soon"}, "channels": []string{"remind-slack"}, "before": "PT3S", "cooldown": "PT1H"},
 		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"oncall-pd"}, "repeat": map[string]any{"every": "PT2S", "max": 2},
 			"escalate": []any{map[string]any{"after": "PT5S", "channels": []string{"lead-slack"}}}},
 	}}))
 
-	// Reminders: "soon" is due in 6 s (reminded 3 s before); "late-raise"
+	// A reminder is not an incident: not to PagerDuty.
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.due_soon"}, "channels": []string{"oncall-pd"}, "before": "PT3S"}}})), "rules[0].channels[0]")
+	// The floor of repeat.every is the server's (a second here).
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agentID+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"expectation.lapsed"}, "channels": []string{"oncall-pd"}, "repeat": map[string]any{"every": "PT0.5S", "max": 2}}}})), "rules[0].repeat.every")
+
+	// Reminders: "soon" is due in 6 s (reminded 3 s before), "soon-2" in
+	// 7 s (the rule's cooldown holds back none: a reminder is made long
+	// before it is sent); "late-raise"
 	// is raised 1 s before it is due (later than its reminder); "paid" is
 	// satisfied before its reminder's time.
 	soonDue := time.Now().Add(6 * time.Second)
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
-		payment("soon", expect.FormatTime(soonDue)), payment("late-raise", ts(time.Second)), payment("paid", ts(5*time.Second)))))
+		payment("soon", expect.FormatTime(soonDue)), payment("soon-2", expect.FormatTime(soonDue.Add(time.Second))),
+		payment("late-raise", ts(time.Second)), payment("paid", ts(5*time.Second)))))
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/facts", map[string]any{"facts": []any{fact("invoice.42.paid", ts(0))}}))
-	got := remind.waitFor("the reminder", func(g []map[string]any) bool {
-		return count(g, func(m map[string]any) bool { return strings.Contains(m["text"].(string), "soon") }) >= 1
+	got := remind.waitFor("the reminders", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool { return strings.HasPrefix(m["text"].(string), "Expectation soon ") }) >= 1 &&
+			count(g, func(m map[string]any) bool { return strings.HasPrefix(m["text"].(string), "Expectation soon-2 ") }) >= 1
 	})
-	at := got[0]["receivedAt"].(time.Time)
+	var at time.Time
+	for _, m := range got {
+		if strings.HasPrefix(m["text"].(string), "Expectation soon ") {
+			at = m["receivedAt"].(time.Time)
+		}
+	}
 	if want := soonDue.Add(-3 * time.Second); at.Before(want.Add(-time.Second)) {
 		t.Fatalf("the reminder came at %v, %v before dueAt - before", at, want.Sub(at))
 	}
@@ -72,6 +92,13 @@ func scenarioAlertsOnCall(t *testing.T) {
 			return strings.Contains(m["text"].(string), "Escalated") && strings.Contains(m["text"].(string), "page-1")
 		}) == 1
 	})
+	// Acknowledged after its escalation, page-1's lead channel hears of it.
+	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations/page-1/ack", nil))
+	escalated.waitFor("page-1's acknowledgement on the escalation channel", func(g []map[string]any) bool {
+		return count(g, func(m map[string]any) bool {
+			return strings.Contains(m["text"].(string), "page-1") && strings.Contains(m["text"].(string), "acknowledged by admin")
+		}) == 1
+	})
 	// By now page-2's repeats and escalation were due; they were skipped.
 	time.Sleep(time.Second)
 	pd.mu.Lock()
@@ -93,7 +120,7 @@ func scenarioAlertsOnCall(t *testing.T) {
 		t.Fatalf("page-2 was escalated although acknowledged: %v", esc)
 	}
 	for _, m := range reminders {
-		if txt := m["text"].(string); !strings.HasPrefix(txt, "Expectation soon ") {
+		if txt := m["text"].(string); !strings.HasPrefix(txt, "Expectation soon ") && !strings.HasPrefix(txt, "Expectation soon-2 ") {
 			t.Fatalf("a reminder that should not have been sent: %v", txt)
 		}
 	}
@@ -122,7 +149,7 @@ func scenarioAlertsOnCall(t *testing.T) {
 // back only by a silence that says so; a tenant silences only its own
 // agents.
 func scenarioAlertsSilenced(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, shortRepeats)
 	ag := register(t, e, "1.0")
 	quiet := slackReceiver(t)
 	e.must(201, e.call("PUT", "/v1/channels/quiet-slack", map[string]any{"type": "slack", "url": quiet.srv.URL + "/services/T0/B0/quiet"}))

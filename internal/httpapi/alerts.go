@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/notify"
 )
@@ -159,7 +160,7 @@ func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) erro
 	}
 	agent := r.PathValue("agentId")
 	q := r.URL.Query()
-	var out any
+	var out []*alert.Notification
 	switch {
 	case q.Get("expectationId") != "":
 		out, err = n.ForExpectation(r.Context(), agent, q.Get("expectationId"), 100)
@@ -169,6 +170,11 @@ func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) erro
 		return errs.Fields("bad query", []errs.FieldError{{Path: "expectationId", Message: "expectationId or planId is required"}})
 	}
 	if err != nil {
+		return err
+	}
+	// What a channel's receiver answered is its owner's to read: on a
+	// shared channel the caller does not own, only the failure's class.
+	if err := n.RedactForeignErrors(r.Context(), PrincipalOf(r.Context()).Agents, out); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"notifications": out})

@@ -165,3 +165,30 @@ func (s *Service) Pending(ctx context.Context, upTo time.Time, limit int, fn fun
 func actsFor(agents []string, agent string) bool {
 	return slices.Contains(agents, "*") || slices.Contains(agents, agent)
 }
+
+// RedactForeignErrors blanks, in ns, the last error of every notification
+// whose channel a principal acting for agents may not see in full (a
+// shared channel it does not own): the receiver's answer can name the
+// operator's hosts. The failure's class stays. Errors are the store's.
+func (s *Service) RedactForeignErrors(ctx context.Context, agents []string, ns []*alert.Notification) error {
+	visible := map[string]bool{}
+	for _, n := range ns {
+		if n.LastError == "" {
+			continue
+		}
+		v, ok := visible[n.ChannelID]
+		if !ok {
+			c, err := s.channel(ctx, n.ChannelID)
+			if err != nil && !errs.Is(err, errs.NotFound) {
+				return err
+			}
+			// A deleted channel's notifications say so, in our words.
+			v = err != nil || c.VisibleTo(agents)
+			visible[n.ChannelID] = v
+		}
+		if !v {
+			n.LastError = "the receiver of a channel you do not own failed (" + n.LastErrorClass + ")"
+		}
+	}
+	return nil
+}

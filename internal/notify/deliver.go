@@ -122,10 +122,13 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	switch {
 	case errs.Is(err, errs.NotFound):
 		err = permanent(errors.New("channel deleted"))
-	case err == nil && (c.Incarnation != n.ChannelIncarnation || !c.Serves(agent)):
+	case err == nil && c.Incarnation != n.ChannelIncarnation:
 		// Deleted and created again, maybe by someone else: the
 		// notification stays dead with the incarnation it was made for.
 		err = permanent(errors.New("channel deleted"))
+	case err == nil && !c.Serves(agent, n.ByOperator):
+		// The operator stopped sharing it since.
+		err = permanent(errors.New("the channel no longer serves this agent (no longer shared)"))
 	case err == nil:
 		n.ChannelType = c.Type
 		actx, cancel := context.WithTimeout(ctx, s.opt.AttemptTimeout)

@@ -151,7 +151,7 @@ func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
 			if !r.Matches(occ) {
 				continue
 			}
-			if err := s.create(ctx, agent, r, occ); err != nil {
+			if err := s.create(ctx, agent, rules.ByOperator, r, occ); err != nil {
 				return err
 			}
 		}
@@ -161,7 +161,7 @@ func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
 
 // create commits the notifications of one occurrence under one rule, with
 // the rule's cooldown decided in the same commit.
-func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ alert.Occurrence) error {
+func (s *Service) create(ctx context.Context, agent string, byOperator bool, r alert.Rule, occ alert.Occurrence) error {
 	now := s.opt.Now()
 	ruleID := r.ID()
 	dedup := alert.DedupKey(agent, "E#"+occ.About.ExpectationID)
@@ -172,8 +172,10 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 		heldBack := 0
 		// An acknowledgement follows a lapse already sent (or held back):
 		// a person's action, never a flood, and the incident it updates
-		// must not stay unacknowledged for the window.
-		if d := r.CooldownOf(); d > 0 && occ.Event.Type != alert.Acknowledged {
+		// must not stay unacknowledged for the window. A reminder is made
+		// long before it is sent: it must not take the window from what
+		// happens now.
+		if d := r.CooldownOf(); d > 0 && occ.Event.Type != alert.Acknowledged && occ.Event.Type != alert.DueSoon {
 			key := cooldownKey(agent, ruleID)
 			it, ok, err := tx.Get(ctx, key)
 			if err != nil {
@@ -217,7 +219,7 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			if ok {
 				err = json.Unmarshal(cit.Data, &c)
 			}
-			if !ok || err != nil || !c.Serves(agent) {
+			if !ok || err != nil || !c.Serves(agent, byOperator) {
 				s.log.Warn("alert rule names a channel that does not serve the agent; skipped", "agent", agent, "channel", chID)
 				return nil
 			}
@@ -227,7 +229,7 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 				return err // exists: a replayed change, made already
 			}
 			n := &alert.Notification{ID: id, AgentID: agent, ChannelID: chID, ChannelType: c.Type, ChannelIncarnation: c.Incarnation,
-				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: expect.FormatTime(now)}
+				Event: occ.Event, About: occ.About, DedupKey: dedup, CreatedAt: expect.FormatTime(now), ByOperator: byOperator}
 			n.Event.Data.HeldBack = heldBack
 			if follow != nil {
 				follow(n)
@@ -253,6 +255,26 @@ func (s *Service) create(ctx context.Context, agent string, r alert.Rule, occ al
 			if err != nil {
 				return err
 			}
+		}
+		if occ.Event.Type == alert.Acknowledged || occ.Event.Type == alert.Recovered {
+			// The channels an escalation step already told hear of it
+			// too (PagerDuty: the incident it opened is acknowledged or
+			// resolved); a step not yet due is skipped when it comes.
+			lapsedAt, err := expect.ParseTime(occ.About.LapsedAt)
+			if err != nil {
+				return nil
+			}
+			for i, st := range r.Escalate {
+				if lapsedAt.Add(st.AfterOf()).After(now) {
+					continue
+				}
+				for _, chID := range st.Channels {
+					if err := stage(chID, occ.Key+"\x00escalate\x00"+strconv.Itoa(i), nil); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
 		}
 		if occ.Event.Type != alert.Lapsed {
 			return nil

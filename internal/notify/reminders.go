@@ -83,7 +83,7 @@ func (s *Service) reminders(ctx context.Context, ch store.Change) error {
 		if !r.Matches(occ) {
 			continue
 		}
-		if err := s.create(ctx, n.AgentID, r, occ); err != nil {
+		if err := s.create(ctx, n.AgentID, rules.ByOperator, r, occ); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/agentclock/clockwork/internal/alert"
 	"github.com/agentclock/clockwork/internal/errs"
@@ -28,7 +30,7 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 		if err != nil && !errs.Is(err, errs.NotFound) {
 			loadErr = err
 		}
-		known[id] = err == nil && c.UsableBy(agents) && c.Serves(agent)
+		known[id] = err == nil && c.UsableBy(agents) && c.Serves(agent, slices.Contains(agents, "*"))
 		if known[id] {
 			channels = append(channels, c.Channel)
 		}
@@ -42,6 +44,28 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 		return alert.Rules{}, err
 	}
 	rules.UpdatedAt = expect.FormatTime(s.opt.Now())
+	rules.ByOperator = slices.Contains(agents, "*")
+	// A reminder is not an incident: PagerDuty would open one that
+	// nothing resolves when the expectation is met in time.
+	byID := map[string]alert.Channel{}
+	for _, c := range channels {
+		byID[c.ID] = c
+	}
+	for i, r := range rules.Rules {
+		if r.Repeat != nil && r.Repeat.EveryOf() < s.opt.MinRepeat {
+			return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].repeat.every", i),
+				Message: fmt.Sprintf("must be at least %v on this server", s.opt.MinRepeat)}})
+		}
+		if !slices.Contains(r.On, alert.DueSoon) {
+			continue
+		}
+		for j, id := range r.Channels {
+			if byID[id].Type == alert.PagerDuty {
+				return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].channels[%d]", i, j),
+					Message: "is a pagerduty channel: a reminder (expectation.due_soon) is not an incident; name it in a rule of its own without expectation.due_soon"}})
+			}
+		}
+	}
 	b, err := json.Marshal(rules)
 	if err != nil {
 		return alert.Rules{}, err

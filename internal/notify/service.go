@@ -85,7 +85,14 @@ type Options struct {
 	// repeats and escalations (alert.Condition). Without it they are sent
 	// unconditionally.
 	Expectation func(ctx context.Context, agentID, id string) (*expect.Record, error)
+	// MinRepeat is the shortest repeat.every a rule may ask for (default
+	// DefaultMinRepeat): one lapse repeated that often on a shared channel
+	// is a flood every tenant of the channel waits behind.
+	MinRepeat time.Duration
 }
+
+// DefaultMinRepeat is Options.MinRepeat's default.
+const DefaultMinRepeat = time.Minute
 
 // Service is the alerting service. It is safe for concurrent use.
 type Service struct {
@@ -118,6 +125,9 @@ const testInterval = 2 * time.Second
 // elsewhere. mail and events may be nil (no e-mail, no EventBridge
 // channels). sealer nil makes channels with secrets fail to save.
 func New(st store.Store, sealer credentials.Sealer, client *http.Client, mail MailSender, events EventPutter, opt Options, log *slog.Logger) *Service {
+	if opt.MinRepeat <= 0 {
+		opt.MinRepeat = DefaultMinRepeat
+	}
 	if opt.AttemptTimeout <= 0 {
 		opt.AttemptTimeout = 10 * time.Second
 	}
