@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,10 +136,17 @@ func (in *Ingester) Export(ctx context.Context, d Decoded, c evaluation.Caller) 
 			if agent != "" {
 				ev.Body["agent_id"] = agent
 			}
-			raw, err := json.Marshal(ev.Body)
-			if err != nil {
+			// Without HTML escaping, the body is usually canonical
+			// JSON already (encoding/json sorts a map's keys and writes
+			// numbers as ECMAScript does), which spares the append its
+			// RFC 8785 transform.
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(ev.Body); err != nil {
 				return Result{}, err
 			}
+			raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			b.raws, b.spans = append(b.raws, raw), append(b.spans, ev.Span)
 		}
 		batches = append(batches, b)
