@@ -1,6 +1,7 @@
 package anticipate
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -416,11 +417,15 @@ func ApplyCriterionGrade(v Verification, policy GradingPolicy, criterionID strin
 // verifyCanonical returns v in JSON, RFC 8785 canonical form, without the
 // named top-level fields.
 func verifyCanonical(v *Verification, without ...string) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
+	// Written in the members' canonical order and without HTML escaping,
+	// the JSON is usually canonical already, and Canonical only checks it.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(canonicalOrder(v)); err != nil {
 		return nil, errs.E(errs.Invalid, "verification cannot be encoded: %s", err.Error())
 	}
-	return canonicalWithout(raw, without...)
+	return canonicalWithout(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), without...)
 }
 
 // VerifySignedBytes returns the bytes a VERIFY's server_signature signs: the
