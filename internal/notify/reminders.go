@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,10 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/store"
 )
+
+// openState is in an open expectation record's JSON (as encoding/json
+// writes it), and in no other.
+var openState = []byte(`"state":"open"`)
 
 // reminderView is the part of an expectation record that decides whether
 // a change calls for a reminder (expectation.due_soon).
@@ -34,7 +39,9 @@ type reminderView struct {
 // moved). A reminder made for an earlier due time is skipped when its
 // time comes (alert.StillOpen).
 func (s *Service) reminders(ctx context.Context, ch store.Change) error {
-	if ch.New == nil {
+	// Every change of an expectation comes here: one that is not open
+	// (most of them, and the feed's hot path) is passed over undecoded.
+	if ch.New == nil || !bytes.Contains(ch.New.Data, openState) {
 		return nil
 	}
 	var n, o reminderView
