@@ -173,9 +173,10 @@ func newCronWindow(spec, tz, dur string) (*cronWindow, *fieldErr) {
 	return &cronWindow{sched: sched, loc: loc, d: d}, nil
 }
 
-// compile prepares a stored silence's window (stored silences were
-// validated when they were put).
-func (s *Silence) compile() {
+// Compile prepares a stored silence's window once, so that ActiveAt, which
+// may then be called from several goroutines, only reads it (stored
+// silences were validated when they were put).
+func (s *Silence) Compile() {
 	if s.Cron != "" && s.window == nil {
 		s.window, _ = newCronWindow(s.Cron, s.Timezone, s.Duration)
 	}
@@ -187,8 +188,10 @@ func (s *Silence) compile() {
 // the instants as the wall clock says).
 func (s *Silence) ActiveAt(t time.Time) bool {
 	if s.Cron != "" {
-		s.compile()
 		w := s.window
+		if w == nil { // not compiled: worked out here, kept nowhere
+			w, _ = newCronWindow(s.Cron, s.Timezone, s.Duration)
+		}
 		if w == nil {
 			return false
 		}

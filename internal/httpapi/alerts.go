@@ -35,12 +35,8 @@ func (h *Handler) putChannel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, status, v)
+	writeJSON(w, createdOrOK(created), v)
 	return nil
 }
 
@@ -198,11 +194,7 @@ func (h *Handler) putSilence(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, sil)
+	writeJSON(w, createdOrOK(created), sil)
 	return nil
 }
 

@@ -35,12 +35,17 @@ func (h *Handler) declare(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, out)
+	writeJSON(w, createdOrOK(created), out)
 	return nil
+}
+
+// createdOrOK is the status of a PUT or POST that created (201) or found
+// or replaced (200) what it names.
+func createdOrOK(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
 // declareOp is shared by the route and its MCP tool (tools.go).

@@ -148,43 +148,25 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 	var outcome string
 	var after time.Duration
 	again := false
-	uerr := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		it, ok, gerr := tx.Get(ctx, notificationKey(agent, id))
-		if gerr != nil || !ok {
-			outcome = ""
-			return gerr
-		}
-		cur, derr := decodeNotification(it)
-		if derr != nil || !cur.Pending() {
-			outcome = ""
-			return derr
-		}
+	found, uerr := s.updatePending(ctx, agent, id, func(cur *alert.Notification) *alert.Notification {
 		cur.ChannelType = n.ChannelType
 		if err == nil {
 			cur.Delivered(now)
 			outcome = "delivered"
 			// A repeating lapse's next notification waits its turn.
-			if rep, ok := cur.NextRepeat(now); ok {
-				it, err := notificationItem(rep, s.opt.Retain)
-				if err != nil {
-					return err
-				}
-				tx.Put(it)
-			}
-		} else {
-			cur.Failed(now, describe(err), f, s.policy)
-			outcome, after, again = "failed", cur.Wait(now), !cur.Dead
-			if cur.Dead {
-				outcome = "dead"
-			}
+			rep, _ := cur.NextRepeat(now)
+			return rep
 		}
-		next, merr := notificationItem(cur, s.opt.Retain)
-		if merr != nil {
-			return merr
+		cur.Failed(now, describe(err), f, s.policy)
+		outcome, after, again = "failed", cur.Wait(now), !cur.Dead
+		if cur.Dead {
+			outcome = "dead"
 		}
-		tx.Put(next)
 		return nil
 	})
+	if !found {
+		outcome = ""
+	}
 	if uerr != nil {
 		if err == nil {
 			s.log.Error("notification sent but not recorded; the retry sends the same webhook-id", "agent", agent, "notification", id, "err", uerr)
@@ -217,34 +199,16 @@ func (s *Service) Attempt(ctx context.Context, agent, id string) (time.Duration,
 // no longer holds, or silence (its id) holds it back.
 func (s *Service) skip(ctx context.Context, agent, id, typ, why, silence string) (time.Duration, bool) {
 	now := s.opt.Now()
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
-		if err != nil || !ok {
-			return err
-		}
-		cur, err := decodeNotification(it)
-		if err != nil || !cur.Pending() {
-			return err
-		}
+	_, err := s.updatePending(ctx, agent, id, func(cur *alert.Notification) *alert.Notification {
 		cur.Skip(now, why)
 		cur.Silenced = silence
-		next, err := notificationItem(cur, s.opt.Retain)
-		if err != nil {
-			return err
+		if silence == "" {
+			return nil
 		}
-		tx.Put(next)
 		// Held back by a silence, a repeating lapse still repeats (its
 		// condition is checked again then).
-		if silence != "" {
-			if rep, ok := cur.NextRepeat(now); ok {
-				it, err := notificationItem(rep, s.opt.Retain)
-				if err != nil {
-					return err
-				}
-				tx.Put(it)
-			}
-		}
-		return nil
+		rep, _ := cur.NextRepeat(now)
+		return rep
 	})
 	if err != nil {
 		return s.storeRetry(), true
@@ -256,6 +220,39 @@ func (s *Service) skip(ctx context.Context, agent, id, typ, why, silence string)
 	s.opt.Metrics.Record(metrics.Notifications, 1, typ, outcome)
 	s.log.Info("notification skipped", "agent", agent, "notification", id, "why", why)
 	return 0, false
+}
+
+// updatePending changes notification id of agent with change, in one
+// conditional read-modify-write, if it still waits for delivery; change
+// may return another notification to store in the same commit (a lapse's
+// next repeat). It reports whether it found the notification pending (on
+// the attempt that committed). Errors are the store's.
+func (s *Service) updatePending(ctx context.Context, agent, id string, change func(cur *alert.Notification) *alert.Notification) (bool, error) {
+	found := false
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		found = false
+		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decodeNotification(it)
+		if err != nil || !cur.Pending() {
+			return err
+		}
+		found = true
+		for _, n := range []*alert.Notification{cur, change(cur)} {
+			if n == nil {
+				continue
+			}
+			item, err := notificationItem(n, s.opt.Retain)
+			if err != nil {
+				return err
+			}
+			tx.Put(item)
+		}
+		return nil
+	})
+	return found, err
 }
 
 // probeMargin is what a channel circuit's probe holds beyond the
@@ -273,25 +270,14 @@ func (s *Service) waitForProbe(ctx context.Context, agent, id string, until time
 	now := s.opt.Now()
 	var after time.Duration
 	again, dead := false, false
-	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
-		again, dead = false, false
-		it, ok, err := tx.Get(ctx, notificationKey(agent, id))
-		if err != nil || !ok {
-			return err
-		}
-		cur, err := decodeNotification(it)
-		if err != nil || !cur.Pending() {
-			return err
-		}
+	found, err := s.updatePending(ctx, agent, id, func(cur *alert.Notification) *alert.Notification {
 		cur.WaitForProbe(now, until, s.policy)
 		dead, again, after = cur.Dead, !cur.Dead, cur.Wait(now)
-		next, err := notificationItem(cur, s.opt.Retain)
-		if err != nil {
-			return err
-		}
-		tx.Put(next)
 		return nil
 	})
+	if !found {
+		again, dead = false, false
+	}
 	if err != nil {
 		return s.storeRetry(), true
 	}

@@ -149,6 +149,7 @@ func (s *Service) allSilences(ctx context.Context) ([]alert.Silence, error) {
 	for _, it := range p.Items {
 		var sil alert.Silence
 		if json.Unmarshal(it.Data, &sil) == nil {
+			sil.Compile() // before the list is shared by the sends
 			out = append(out, sil)
 		}
 	}
