@@ -103,6 +103,9 @@ type Config struct {
 	// 8601 durations, "0" forever), which DynamoDB's TTL on the table's
 	// expiresAt attribute carries out.
 	RetainExpectations, RetainEvidence string
+	// FactLookbackMax bounds satisfiedBy.lookback (FACT_LOOKBACK_MAX;
+	// context factLookbackMax, a Go or ISO 8601 duration, "0" off).
+	FactLookbackMax string
 	// DeliveryRetryFor is how long lapse tasks and notifications are
 	// retried from their first failure (DELIVERY_RETRY_FOR, a Go duration;
 	// default 24h).
@@ -161,7 +164,7 @@ func DefaultConfig(stage string) (Config, error) {
 		Stage: stage, Name: "clockwork-" + stage, Arch: "arm64",
 		TokensParameter:    "/clockwork/" + stage + "/tokens",
 		RetainExpectations: retain.DefaultExpectations, RetainEvidence: retain.DefaultEvidence,
-		DeliveryRetryFor: "24h",
+		DeliveryRetryFor: "24h", FactLookbackMax: "PT24H",
 	}
 	switch stage {
 	case "dev":
@@ -190,7 +193,7 @@ func DefaultConfig(stage string) (Config, error) {
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
 	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins",
-	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence", "deliveryRetryFor", "graderConcurrency", "ingestConcurrency"}
+	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence", "factLookbackMax", "deliveryRetryFor", "graderConcurrency", "ingestConcurrency"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -227,7 +230,7 @@ func ConfigFromContext(get func(key string) (any, bool)) (Config, error) {
 	for _, r := range []struct {
 		key string
 		dst *string
-	}{{"retainExpectations", &c.RetainExpectations}, {"retainEvidence", &c.RetainEvidence}} {
+	}{{"retainExpectations", &c.RetainExpectations}, {"retainEvidence", &c.RetainEvidence}, {"factLookbackMax", &c.FactLookbackMax}} {
 		if v, ok, err := str(r.key); err != nil {
 			return c, err
 		} else if ok && v != "" {

@@ -142,6 +142,7 @@ func (sb *stackBuilder) state() {
 		"METRICS_NAMESPACE":    MetricsNamespace(cfg),
 		"RETAIN_EXPECTATIONS":  cfg.RetainExpectations,
 		"RETAIN_EVIDENCE":      cfg.RetainEvidence,
+		"FACT_LOOKBACK_MAX":    cfg.FactLookbackMax,
 		"DELIVERY_RETRY_FOR":   cfg.DeliveryRetryFor,
 	}
 }

@@ -17,11 +17,14 @@ func TestRetentionContext(t *testing.T) {
 	if err != nil || c.RetainExpectations != "P90D" || c.RetainEvidence != "P400D" {
 		t.Fatalf("defaults %q %q, %v", c.RetainExpectations, c.RetainEvidence, err)
 	}
-	c, err = ConfigFromContext(ctx(map[string]any{"retainExpectations": "720h", "retainEvidence": float64(0)}))
-	if err != nil || c.RetainExpectations != "720h" || c.RetainEvidence != "0" {
-		t.Fatalf("set %q %q, %v", c.RetainExpectations, c.RetainEvidence, err)
+	if c.FactLookbackMax != "PT24H" {
+		t.Fatalf("factLookbackMax defaults to %q", c.FactLookbackMax)
 	}
-	for _, m := range []map[string]any{{"retainExpectations": "ninety days"}, {"retainEvidence": "-1h"}, {"retainEvidence": "P200Y"}} {
+	c, err = ConfigFromContext(ctx(map[string]any{"retainExpectations": "720h", "retainEvidence": float64(0), "factLookbackMax": "P2D"}))
+	if err != nil || c.RetainExpectations != "720h" || c.RetainEvidence != "0" || c.FactLookbackMax != "P2D" {
+		t.Fatalf("set %q %q %q, %v", c.RetainExpectations, c.RetainEvidence, c.FactLookbackMax, err)
+	}
+	for _, m := range []map[string]any{{"retainExpectations": "ninety days"}, {"retainEvidence": "-1h"}, {"retainEvidence": "P200Y"}, {"factLookbackMax": "a day"}} {
 		for k := range m {
 			if _, err := ConfigFromContext(ctx(m)); err == nil || !strings.Contains(err.Error(), k) {
 				t.Errorf("%v: error %v, want one naming %s", m, err, k)

@@ -82,6 +82,7 @@ func run() error {
 	publicURL := flag.String("public-url", "", "this server's public base URL (https://clockwork.example.com), for console links in Slack, e-mail and PagerDuty notifications")
 	retainExpectations := flag.String("retain-expectations", "P90D", "how long an expectation record is kept once final (satisfied, withdrawn, lapsed with its task delivered or dead-lettered), counted from then: a Go (2160h) or ISO 8601 (P90D) duration, 0 forever")
 	retainEvidence := flag.String("retain-evidence", "P400D", "how long a completed plan's evidence (ANTICIPATEs, events, VERIFYs, bundle) is kept after PLAN_COMPLETE: a Go or ISO 8601 duration, 0 forever")
+	factLookbackMax := flag.String("fact-lookback-max", "PT24H", "the longest satisfiedBy.lookback or refutedBy.lookback an expectation may ask for, and how long accepted facts are remembered for it: a Go or ISO 8601 duration, 0 turns lookback off")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics at /metrics on this address, a listener of its own without authentication (none: off)")
 	otlpCfg := otlpin.DefaultConfig()
 	otlpCfg.RegisterFlags(flag.CommandLine)
@@ -94,6 +95,14 @@ func run() error {
 	keepEvidence, err := retention.Parse(*retainEvidence)
 	if err != nil {
 		return fmt.Errorf("-retain-evidence: %w", err)
+	}
+	lookbackMax, err := retention.Parse(*factLookbackMax)
+	if err != nil {
+		return fmt.Errorf("-fact-lookback-max: %w", err)
+	}
+	awsLookbackMax := lookbackMax
+	if awsLookbackMax == 0 {
+		awsLookbackMax = -1 // off (awsrt.Config: zero is the default)
 	}
 
 	var lvl slog.Level
@@ -212,7 +221,7 @@ func run() error {
 		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, GradingQueueURL: gradingURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
-			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, DeliveryMaxWait: *maxWait, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
+			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, DeliveryMaxWait: *maxWait, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, FactLookbackMax: awsLookbackMax, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), Judges: awsjudge.New,
 			Endpoint: *awsEndpoint, Stage: "local", Log: log, Metrics: rec,
 		})
@@ -249,6 +258,7 @@ func run() error {
 		rules := expect.DefaultConfig()
 		rules.MaxLineage = *maxLineage
 		rules.Retain = keepRecords
+		rules.FactLookbackMax = lookbackMax
 		a, err := app.Start(app.Config{RetainEvidence: keepEvidence,
 			DataDir: *data, Auth: authn, Log: log, Rules: rules,
 			AllowPrivateAgents: *allowPrivate, MCPAllowedOrigins: allowedOrigins,

@@ -370,6 +370,11 @@ func describe(l expect.Lapse) string {
 		}
 	case expect.Stalled:
 		why = "stalled: its horizon passed with no fact on the subject"
+	case expect.Refuted:
+		why = "was refuted: a fact reported that it will not happen"
+		if l.RefutedBy != nil {
+			why += " (" + l.RefutedBy.FactKey + ", observed at " + l.RefutedBy.ObservedAt + ")"
+		}
 	default:
 		why = "is overdue: it was due at " + l.DueAt + " and no matching fact arrived"
 	}

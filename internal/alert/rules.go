@@ -129,8 +129,8 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		dup("kinds", r.Kinds)
 		dup("lapses", r.Lapses)
 		for j, l := range r.Lapses {
-			if !slices.Contains([]string{string(expect.Overdue), string(expect.Skipped), string(expect.Stalled)}, l) {
-				c.Add(fmt.Sprintf("%s.lapses[%d]", p, j), "unknown lapse %q (one of overdue, skipped, stalled)", l)
+			if !slices.Contains(expect.LapseKinds, expect.LapseKind(l)) {
+				c.Add(fmt.Sprintf("%s.lapses[%d]", p, j), "unknown lapse %q (one of overdue, skipped, stalled, refuted)", l)
 			}
 		}
 		if r.Cooldown != "" {

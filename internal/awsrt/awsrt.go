@@ -103,6 +103,10 @@ type Config struct {
 	MCPAllowedOrigins []string
 	SendToTimekeepers bool // SEND_TO_TIMEKEEPERS (default false)
 	MaxLineage        int  // MAX_LINEAGE (default 16)
+	// FactLookbackMax (FACT_LOOKBACK_MAX, default PT24H; "0" off) bounds
+	// satisfiedBy.lookback and is how long accepted facts are remembered
+	// for it. Zero here means the default, negative off.
+	FactLookbackMax time.Duration
 	// RetainExpectations (RETAIN_EXPECTATIONS, default P90D) and
 	// RetainEvidence (RETAIN_EVIDENCE, default P400D) are the retention of
 	// final records and of completed plans' evidence, Go or ISO 8601
@@ -216,6 +220,11 @@ func FromEnv() (Config, error) {
 	}
 	if c.RetainExpectations, err = envRetention("RETAIN_EXPECTATIONS", retention.DefaultExpectations); err != nil {
 		return c, err
+	}
+	if c.FactLookbackMax, err = envRetention("FACT_LOOKBACK_MAX", "PT24H"); err != nil {
+		return c, err
+	} else if c.FactLookbackMax == 0 {
+		c.FactLookbackMax = -1 // "0": off
 	}
 	if c.RetainEvidence, err = envRetention("RETAIN_EVIDENCE", retention.DefaultEvidence); err != nil {
 		return c, err
@@ -413,6 +422,12 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	rules := expect.DefaultConfig()
 	rules.MaxLineage = cfg.MaxLineage
 	rules.Retain = cfg.RetainExpectations
+	switch {
+	case cfg.FactLookbackMax > 0:
+		rules.FactLookbackMax = cfg.FactLookbackMax
+	case cfg.FactLookbackMax < 0:
+		rules.FactLookbackMax = 0
+	}
 	r.Watcher = watcher.New(r.Store, cfg.Now, rules)
 	// The stream may discard a change's record: the effects it must not
 	// lose are marked in the change's commit (package effects).

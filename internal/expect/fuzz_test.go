@@ -159,7 +159,7 @@ func FuzzRaise(f *testing.F) {
 				t.Fatalf("References returned an empty id")
 			}
 		}
-		res, err := Raise(card, req, ex, fuzzNow, cfg)
+		res, err := Raise(card, req, ex, nil, fuzzNow, cfg)
 		if err != nil {
 			if c := errs.CodeOf(err); c != errs.Invalid && c != errs.Conflict {
 				t.Fatalf("error code %s: %v", c, err)

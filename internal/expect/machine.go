@@ -24,7 +24,14 @@ type Config struct {
 	// Retain is how long a final record is kept (StampExpiry), and a
 	// subject's memory after its last fact; zero keeps them forever.
 	Retain time.Duration
+	// FactLookbackMax bounds satisfiedBy.lookback and refutedBy.lookback,
+	// and is how long the watcher remembers the facts it accepted
+	// (-fact-lookback-max); zero turns lookback off.
+	FactLookbackMax time.Duration
 }
+
+// DefaultFactLookbackMax is the default of Config.FactLookbackMax.
+const DefaultFactLookbackMax = 24 * time.Hour
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -33,6 +40,9 @@ func DefaultConfig() Config {
 		MaxPerRequest: 50,
 		MaxFuture:     100 * 366 * 24 * time.Hour,
 		MaxFactSkew:   time.Hour,
+		// A day covers a webhook that races a raise and a job that reports
+		// before its agent declares it; longer windows keep facts longer.
+		FactLookbackMax: DefaultFactLookbackMax,
 	}
 }
 
@@ -92,16 +102,14 @@ func (r *Record) horizon() (time.Time, bool) {
 func (r *Record) Clone() *Record {
 	c := *r
 	if r.SatisfiedBy != nil {
-		f := *r.SatisfiedBy
-		if f.Subject != nil {
-			s := *f.Subject
-			f.Subject = &s
-		}
-		c.SatisfiedBy = &f
+		c.SatisfiedBy = r.SatisfiedBy.clone()
 	}
 	if r.Lapse != nil {
 		l := *r.Lapse
 		l.SatisfiedAfter = slices.Clone(l.SatisfiedAfter)
+		if l.RefutedBy != nil {
+			l.RefutedBy = l.RefutedBy.clone()
+		}
 		c.Lapse = &l
 	}
 	if r.Delivery != nil {
@@ -116,7 +124,20 @@ func (r *Record) Clone() *Record {
 		a := *r.Expectation.Anchor
 		c.Expectation.Anchor = &a
 	}
+	if r.Expectation.RefutedBy != nil {
+		rb := *r.Expectation.RefutedBy
+		c.Expectation.RefutedBy = &rb
+	}
 	c.Expectation.After = slices.Clone(r.Expectation.After)
+	return &c
+}
+
+func (f *Fact) clone() *Fact {
+	c := *f
+	if f.Subject != nil {
+		s := *f.Subject
+		c.Subject = &s
+	}
 	return &c
 }
 
@@ -262,6 +283,35 @@ func Matches(f Fact, r *Record) bool {
 		return false
 	}
 	return r.State == StateOpen || (r.State == StateLapsed && r.SatisfiedBy == nil)
+}
+
+// Refutes reports whether fact f refutes record r: r is open and names
+// f's key in refutedBy, and the subjects are equal when the fact names one.
+func Refutes(f Fact, r *Record) bool {
+	rb := r.Expectation.RefutedBy
+	if r.State != StateOpen || rb == nil || rb.FactKey != f.FactKey {
+		return false
+	}
+	return f.Subject == nil || *f.Subject == r.Expectation.Subject
+}
+
+// Refute lapses an open record that fact f (already attributed by the
+// watcher) Refutes, with lapse "refuted" at now; the lapse carries the
+// fact. A record that is not open is returned unchanged.
+func Refute(r *Record, f Fact, subj *SubjectRecord, now time.Time) (*Record, bool) {
+	if r.State != StateOpen {
+		return r, false
+	}
+	out := r.Clone()
+	fc := f.clone()
+	if fc.Subject == nil {
+		s := r.Expectation.Subject
+		fc.Subject = &s
+	}
+	fc.ObservedAt = FormatTime(mustTime(f.ObservedAt))
+	lapse(out, Refuted, subj, now, nil)
+	out.Lapse.RefutedBy = fc
+	return out, true
 }
 
 // Effects are the follow-up changes a satisfaction implies.

@@ -30,7 +30,7 @@ func exp(id string, mut ...func(*Expectation)) Expectation {
 
 func raiseOne(t *testing.T, e Expectation, existing map[string]*Record, now time.Time) *Record {
 	t.Helper()
-	res, err := Raise(testCard(), RaiseRequest{TaskID: "task-1", ContextID: "ctx-1", Expectations: []Expectation{e}}, existing, now, DefaultConfig())
+	res, err := Raise(testCard(), RaiseRequest{TaskID: "task-1", ContextID: "ctx-1", Expectations: []Expectation{e}}, existing, nil, now, DefaultConfig())
 	if err != nil {
 		t.Fatalf("raise: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestRaiseValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := Raise(testCard(), c.req, existing, t0, DefaultConfig())
+			res, err := Raise(testCard(), c.req, existing, nil, t0, DefaultConfig())
 			if errs.CodeOf(err) != c.code {
 				t.Fatalf("code = %v (%v), want %v", errs.CodeOf(err), err, c.code)
 			}
@@ -148,11 +148,11 @@ func TestRaiseIdempotentAndSupersede(t *testing.T) {
 	if r1.State != StateOpen || r1.ProjectedDueAt != r1.DueAt || r1.Lineage != 0 {
 		t.Fatalf("new record: %+v", r1)
 	}
-	res, err := Raise(testCard(), req(exp("e1")), map[string]*Record{"e1": r1}, at(time.Hour), DefaultConfig())
+	res, err := Raise(testCard(), req(exp("e1")), map[string]*Record{"e1": r1}, nil, at(time.Hour), DefaultConfig())
 	if err != nil || len(res.Writes) != 0 || res.Records[0] != r1 {
 		t.Fatalf("identical retry must return the existing record and write nothing: %v %+v", err, res)
 	}
-	res, err = Raise(testCard(), req(exp("e2", func(e *Expectation) { e.Supersedes = "e1" })), map[string]*Record{"e1": r1}, at(time.Minute), DefaultConfig())
+	res, err = Raise(testCard(), req(exp("e2", func(e *Expectation) { e.Supersedes = "e1" })), map[string]*Record{"e1": r1}, nil, at(time.Minute), DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

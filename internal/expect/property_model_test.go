@@ -36,7 +36,7 @@ func (m *propModel) applyRaise(rt *rapid.T, req RaiseRequest) (RaiseResult, erro
 			break
 		}
 	}
-	res, err := Raise(m.card, req, existing, m.now, m.cfg)
+	res, err := Raise(m.card, req, existing, nil, m.now, m.cfg)
 	if got := m.snapshot(); !recsEqual(got, before) {
 		rt.Fatalf("Raise mutated the records it was given")
 	}

@@ -142,7 +142,13 @@ func sameBody(a, b Expectation) bool {
 // Raising an id that already exists with an identical body is an
 // idempotent retry that returns the existing record; with another body it
 // is a Conflict, because ids are never reused.
-func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Time, cfg Config) (RaiseResult, error) {
+//
+// remembered holds the watcher's memory of the keys of req.LookbackKeys
+// (nil or absent: nothing remembered): an expectation with a lookback is
+// raised already satisfied, or lapsed "refuted", by a fact it recalls,
+// and a satisfaction at the raise skips its open predecessors as a fact
+// reported then would.
+func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered map[string]*FactMemory, now time.Time, cfg Config) (RaiseResult, error) {
 	var c errs.Collector
 	var res RaiseResult
 	checkID(&c, "taskId", req.TaskID)
@@ -168,6 +174,11 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Ti
 		return existing[id]
 	}
 	superseded := map[string]*Record{}
+	type skipAtRaise struct {
+		rec   *Record
+		preds []string
+	}
+	var skipped []skipAtRaise
 	for i, e := range req.Expectations {
 		p := fmt.Sprintf("expectations[%d]", i)
 		checkID(&c, p+".expectationId", e.ExpectationID)
@@ -200,6 +211,18 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Ti
 			c.Add(p+".satisfiedBy.factKey", "is required")
 		} else if len(e.SatisfiedBy.FactKey) > MaxTextLen {
 			c.Add(p+".satisfiedBy.factKey", "is longer than %d bytes", MaxTextLen)
+		}
+		checkLookback(&c, p+".satisfiedBy.lookback", e.SatisfiedBy.Lookback, cfg)
+		if rb := e.RefutedBy; rb != nil {
+			switch {
+			case rb.FactKey == "":
+				c.Add(p+".refutedBy.factKey", "is required")
+			case len(rb.FactKey) > MaxTextLen:
+				c.Add(p+".refutedBy.factKey", "is longer than %d bytes", MaxTextLen)
+			case rb.FactKey == e.SatisfiedBy.FactKey:
+				c.Add(p+".refutedBy.factKey", "is the key of satisfiedBy; a fact cannot both satisfy and refute an expectation")
+			}
+			checkLookback(&c, p+".refutedBy.lookback", rb.Lookback, cfg)
 		}
 		due, dueOK := checkInstant(&c, p+".dueAt", e.DueAt, now, cfg)
 		if e.Grace != "" {
@@ -276,10 +299,15 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Ti
 				}
 			}
 		}
+		var eff *Effects
+		rec, eff = applyLookback(rec, remembered, now, cfg)
 		batch[e.ExpectationID] = rec
 		res.Records = append(res.Records, rec)
 		res.Writes = append(res.Writes, rec)
 		res.Created = append(res.Created, true)
+		if eff != nil {
+			skipped = append(skipped, skipAtRaise{rec: rec, preds: eff.SkipCheck})
+		}
 		if e.Supersedes != "" {
 			old := lookup(e.Supersedes)
 			w, _, _ := Withdraw(old, "superseded by "+e.ExpectationID, now)
@@ -288,6 +316,20 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Ti
 	}
 	if err := c.Err("invalid expectations"); err != nil {
 		return RaiseResult{}, err
+	}
+	// A satisfaction at the raise (lookback) skips the open predecessors
+	// it names, as the fact would have had the expectation been raised
+	// before it.
+	for _, s := range skipped {
+		for _, pid := range s.preds {
+			p := lookup(pid)
+			if p == nil || p.State != StateOpen || superseded[pid] != nil || !AnchoredOn(s.rec, p) {
+				continue
+			}
+			np, _ := Skip(p, []string{s.rec.Expectation.ExpectationID}, nil, now)
+			res.replace(np, existing[pid] == nil)
+			batch[pid] = np
+		}
 	}
 	for _, e := range req.Expectations {
 		if w := superseded[e.Supersedes]; w != nil && e.Supersedes != "" {
@@ -312,6 +354,25 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, now time.Ti
 		}
 	}
 	return res, nil
+}
+
+// replace puts r in place of the record with its id in Records and
+// Writes, adding it to Writes when it is not there (an existing record).
+func (res *RaiseResult) replace(r *Record, inBatch bool) {
+	id := r.Expectation.ExpectationID
+	for i, x := range res.Records {
+		if x.Expectation.ExpectationID == id {
+			res.Records[i] = r
+		}
+	}
+	for i, x := range res.Writes {
+		if x.Expectation.ExpectationID == id {
+			res.Writes[i] = r
+			return
+		}
+	}
+	res.Writes = append(res.Writes, r)
+	res.Created = append(res.Created, inBatch)
 }
 
 // ValidateFact checks a reported fact. Source is ignored (the watcher sets

@@ -24,6 +24,19 @@ type Subject struct {
 // SatisfiedBy names the fact key that satisfies an expectation.
 type SatisfiedBy struct {
 	FactKey string `json:"factKey"`
+	// Lookback (an extension field, ISO 8601 duration) lets a fact with
+	// the key that the watcher accepted within that window before the
+	// raise satisfy the expectation when it is raised.
+	Lookback string `json:"lookback,omitempty"`
+}
+
+// RefutedBy (an extension field beside the seed's) names the fact key
+// that ends an open expectation at once with lapse "refuted": the thing
+// expected is known not to happen ("the payment was declined").
+type RefutedBy struct {
+	FactKey string `json:"factKey"`
+	// Lookback is as SatisfiedBy.Lookback, for a refuting fact.
+	Lookback string `json:"lookback,omitempty"`
 }
 
 // Anchor makes an expectation's current due time follow another
@@ -41,6 +54,7 @@ type Expectation struct {
 	Subject       Subject     `json:"subject"`
 	Expects       string      `json:"expects"`
 	SatisfiedBy   SatisfiedBy `json:"satisfiedBy"`
+	RefutedBy     *RefutedBy  `json:"refutedBy,omitempty"`
 	DueAt         string      `json:"dueAt"`
 	Grace         string      `json:"grace,omitempty"`
 	Anchor        *Anchor     `json:"anchor,omitempty"`
@@ -68,7 +82,14 @@ const (
 	Overdue LapseKind = "overdue"
 	Skipped LapseKind = "skipped"
 	Stalled LapseKind = "stalled"
+	// Refuted (an extension value) is a lapse decided by a fact that
+	// matched the expectation's refutedBy. The seed has agents treat an
+	// unknown value as "overdue", so older agents still act on it.
+	Refuted LapseKind = "refuted"
 )
+
+// LapseKinds lists every lapse kind, in the order they are documented.
+var LapseKinds = []LapseKind{Overdue, Skipped, Stalled, Refuted}
 
 // Ack is a person's acknowledgement of a lapse.
 type Ack struct {
@@ -94,7 +115,10 @@ type Lapse struct {
 	LapsedAt       string    `json:"lapsedAt"`
 	LastFactAt     string    `json:"lastFactAt,omitempty"`
 	SatisfiedAfter []string  `json:"satisfiedAfter,omitempty"`
-	Lineage        int       `json:"lineage"`
+	// RefutedBy is the fact that refuted the expectation (lapse
+	// "refuted"; an extension field).
+	RefutedBy *Fact `json:"refutedBy,omitempty"`
+	Lineage   int   `json:"lineage"`
 }
 
 // State is an expectation record's state.

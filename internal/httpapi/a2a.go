@@ -117,6 +117,7 @@ type a2aResult struct {
 type factOutcomeJSON struct {
 	FactKey   string   `json:"factKey"`
 	Satisfied []string `json:"satisfied"`
+	Refuted   []string `json:"refuted,omitempty"`
 }
 
 // a2a reads the extension's metadata from an A2A payload pushed by (or on

@@ -26,7 +26,7 @@ func TestBudgetWithTheRealDomain(t *testing.T) {
 	card := budgetCard(t)
 	raise := func(ex expect.Expectation) *expect.Record {
 		t.Helper()
-		res, err := expect.Raise(card, expect.RaiseRequest{TaskID: "task-1", ContextID: "ctx-1", Expectations: []expect.Expectation{ex}}, nil, t0, expect.DefaultConfig())
+		res, err := expect.Raise(card, expect.RaiseRequest{TaskID: "task-1", ContextID: "ctx-1", Expectations: []expect.Expectation{ex}}, nil, nil, t0, expect.DefaultConfig())
 		if err != nil {
 			t.Fatalf("Raise: %v", err)
 		}

@@ -66,10 +66,11 @@ const (
 	LK1 IndexName = "lk1"
 	LK2 IndexName = "lk2"
 	LK3 IndexName = "lk3"
+	LK4 IndexName = "lk4"
 )
 
 // Lookups lists every lookup index, in a fixed order.
-var Lookups = []IndexName{LK1, LK2, LK3}
+var Lookups = []IndexName{LK1, LK2, LK3, LK4}
 
 // TypeLookupEntry is the type of the entry items of lookup indexes. Change
 // feed consumers see them like any other change and may ignore them.

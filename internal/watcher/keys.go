@@ -19,6 +19,7 @@ import (
 //	credentials   A#<agent>    CREDS   (sealed; package credentials)
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
+//	fact memory   A#<agent>    F#<factKey>     (for lookback; expires -fact-lookback-max after its newest fact)
 //	send claim    A#<agent>    DC#<expectationId>#<replays>.<attempts>   (store.Claim; expires)
 //	circuit       A#<agent>    CIRCUIT             (package breaker; while lapse tasks to it fail; expires)
 //
@@ -30,6 +31,7 @@ import (
 //	lk1 fact key   FK#<agent>#<factKey>          <expectationId>   open, or lapsed awaiting a late fact
 //	lk2 task       TK#<agent>#<taskId>           <expectationId>   open
 //	lk3 anchor     AN#<agent>#<anchorId>         <expectationId>   open and anchored
+//	lk4 refute     RF#<agent>#<factKey>          <expectationId>   open with refutedBy
 //
 // Global indexes (store.Indexes: GSIs on DynamoDB, read where lag only
 // delays what a reader sees):
@@ -52,6 +54,7 @@ const (
 	TypeExpectation = "expectation"
 	TypeSubject     = "subject"
 	TypeCredentials = "credentials"
+	TypeFactMemory  = "fact"
 
 	// OpenShards spreads open expectations over several gsi5 partitions.
 	OpenShards = 64
@@ -65,6 +68,7 @@ const (
 	lookupFactKey = store.LK1
 	lookupTask    = store.LK2
 	lookupAnchor  = store.LK3
+	lookupRefute  = store.LK4
 )
 
 // esc is store.KeyPart, short for the key builders below.
@@ -94,6 +98,12 @@ func DeliveryClaimKey(agent, id string, replays, attempts int) store.Key {
 	return store.Key{PK: agentPK(agent), SK: fmt.Sprintf("DC#%s#%d.%d", esc(id), replays, attempts)}
 }
 
+// FactMemoryKey is the key of the memory of the facts accepted with one
+// key (expect.FactMemory).
+func FactMemoryKey(agent, factKey string) store.Key {
+	return store.Key{PK: agentPK(agent), SK: "F#" + esc(factKey)}
+}
+
 // SubjectKey is the key of one subject record.
 func SubjectKey(agent string, s expect.Subject) store.Key {
 	return store.Key{PK: agentPK(agent), SK: "S#" + esc(s.Type) + "#" + esc(s.ID)}
@@ -103,8 +113,9 @@ func factKeyPK(agent, factKey string) string { return "FK#" + esc(agent) + "#" +
 func subjectPK(agent string, s expect.Subject) string {
 	return "SU#" + esc(agent) + "#" + esc(s.Type) + "#" + esc(s.ID)
 }
-func anchorPK(agent, id string) string { return "AN#" + esc(agent) + "#" + esc(id) }
-func taskPK(agent, task string) string { return "TK#" + esc(agent) + "#" + esc(task) }
+func refutePK(agent, factKey string) string { return "RF#" + esc(agent) + "#" + esc(factKey) }
+func anchorPK(agent, id string) string      { return "AN#" + esc(agent) + "#" + esc(id) }
+func taskPK(agent, task string) string      { return "TK#" + esc(agent) + "#" + esc(task) }
 
 // TaskStateKey is the key of an origin task's state item (see taskState).
 func TaskStateKey(agent, task string) store.Key {
@@ -182,6 +193,9 @@ func recordIndex(r *expect.Record) map[store.IndexName]store.IndexKey {
 			idx[lookupAnchor] = store.IndexKey{PK: anchorPK(a, r.Expectation.Anchor.ExpectationID), SK: eid}
 		}
 		idx[lookupTask] = store.IndexKey{PK: taskPK(a, r.TaskID), SK: eid}
+		if rb := r.Expectation.RefutedBy; rb != nil {
+			idx[lookupRefute] = store.IndexKey{PK: refutePK(a, rb.FactKey), SK: eid}
+		}
 		if next, ok := expect.NextInstant(r); ok {
 			idx[store.GSI5] = store.IndexKey{PK: openShard(a, id), SK: expect.FormatTime(next.At) + "#" + esc(a) + "#" + eid}
 		}
@@ -234,4 +248,24 @@ func decodeSubject(it store.Item) (*expect.SubjectRecord, error) {
 	}
 	s.Version = it.Version
 	return &s, nil
+}
+
+// factMemoryItem maps a fact memory onto its item, which expires keep
+// after its newest fact was accepted.
+func factMemoryItem(m *expect.FactMemory, keep time.Duration) (store.Item, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{Key: FactMemoryKey(m.AgentID, m.FactKey), Type: TypeFactMemory, Data: data,
+		ExpiresAt: expect.ExpiryTime(m.Newest(), keep).Unix()}, nil
+}
+
+func decodeFactMemory(it store.Item) (*expect.FactMemory, error) {
+	var m expect.FactMemory
+	if err := json.Unmarshal(it.Data, &m); err != nil {
+		return nil, fmt.Errorf("decode fact memory %s: %w", it.Key, err)
+	}
+	m.Version = it.Version
+	return &m, nil
 }

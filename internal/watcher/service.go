@@ -160,7 +160,17 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 				existing[id] = r
 			}
 		}
-		res, err := expect.Raise(card, req, existing, s.now(), s.cfg)
+		remembered := map[string]*expect.FactMemory{}
+		if s.cfg.FactLookbackMax > 0 {
+			for _, key := range req.LookbackKeys() {
+				m, err := st.factMemory(key)
+				if err != nil {
+					return err
+				}
+				remembered[key] = m
+			}
+		}
+		res, err := expect.Raise(card, req, existing, remembered, s.now(), s.cfg)
 		if err != nil {
 			return err
 		}
@@ -276,6 +286,8 @@ func (s *Service) List(ctx context.Context, agentID string, f ListFilter) ([]*ex
 type FactOutcome struct {
 	FactKey   string   `json:"factKey"`
 	Satisfied []string `json:"satisfied"`
+	// Refuted lists the expectations the fact lapsed "refuted".
+	Refuted []string `json:"refuted,omitempty"`
 }
 
 // ReportFacts applies facts reported by source (the authenticated
@@ -302,11 +314,16 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 		return nil, err
 	}
 	var out []FactOutcome
+	var later []expect.Fact // facts whose memory did not fit the commit
+	attributed := make([]expect.Fact, len(facts))
+	for i, f := range facts {
+		f.Source = source
+		attributed[i] = f
+	}
 	err := s.update(ctx, agentID, func(st *txState) error {
 		now := s.now()
 		out = make([]FactOutcome, 0, len(facts))
-		for _, f := range facts {
-			f.Source = source
+		for _, f := range attributed {
 			o, err := s.applyFact(st, f, now)
 			if err != nil {
 				return err
@@ -316,12 +333,40 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 		if len(st.dirty)+len(st.dirtySub) > store.MaxCommitWrites {
 			return errs.E(errs.Invalid, "these facts change more than %d records at once; report them in smaller batches", store.MaxCommitWrites)
 		}
+		later = st.deferFactMemories(attributed)
 		return st.stage()
 	})
 	if err != nil {
 		return nil, internal(err)
 	}
+	if err := s.rememberFacts(ctx, agentID, later); err != nil {
+		return nil, internal(err)
+	}
 	return out, nil
+}
+
+// rememberFacts writes the memory of facts (already attributed) that did
+// not fit the commit that applied them, in commits of their own, before
+// the report is answered.
+func (s *Service) rememberFacts(ctx context.Context, agentID string, facts []expect.Fact) error {
+	for len(facts) > 0 {
+		n := min(len(facts), store.MaxCommitWrites)
+		part := facts[:n]
+		facts = facts[n:]
+		err := s.update(ctx, agentID, func(st *txState) error {
+			now := s.now()
+			for _, f := range part {
+				if err := st.remember(f, now); err != nil {
+					return err
+				}
+			}
+			return st.stage()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutcome, error) {
@@ -330,18 +375,30 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 	if err != nil {
 		return o, err
 	}
-	var matched []*expect.Record
+	var matched, refuted []*expect.Record
 	for _, r := range candidates {
 		if expect.Matches(f, r) {
 			matched = append(matched, r)
 		}
+	}
+	refuting, err := st.lookup(lookupRefute, refutePK(st.agent, f.FactKey))
+	if err != nil {
+		return o, err
+	}
+	for _, r := range refuting {
+		if expect.Refutes(f, r) {
+			refuted = append(refuted, r)
+		}
+	}
+	if err := st.remember(f, now); err != nil {
+		return o, err
 	}
 	// Subject memory first, so lapses decided below see this fact.
 	var subs []expect.Subject
 	if f.Subject != nil {
 		subs = append(subs, *f.Subject)
 	} else {
-		for _, r := range matched {
+		for _, r := range slices.Concat(matched, refuted) {
 			if !slices.Contains(subs, r.Expectation.Subject) {
 				subs = append(subs, r.Expectation.Subject)
 			}
@@ -352,8 +409,18 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 		if err != nil {
 			return o, err
 		}
-		if nsr, changed := expect.ObserveFact(sr, f, len(matched) > 0, now); changed {
+		if nsr, changed := expect.ObserveFact(sr, f, len(matched)+len(refuted) > 0, now); changed {
 			st.setSubject(nsr)
+		}
+	}
+	for _, r := range refuted {
+		sub, err := st.subject(r.Expectation.Subject)
+		if err != nil {
+			return o, err
+		}
+		if nr, changed := expect.Refute(r, f, sub, now); changed {
+			st.set(nr)
+			o.Refuted = append(o.Refuted, r.Expectation.ExpectationID)
 		}
 	}
 	// Satisfy every match first, then check predecessors: expectations one

@@ -29,6 +29,11 @@ type txState struct {
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
+	// facts caches the fact memories read (nil: none), dirtyFacts the
+	// keys of those changed; factKeep is how long one is kept.
+	facts      map[string]*expect.FactMemory
+	dirtyFacts []string
+	factKeep   time.Duration
 	// now and retain stamp the expiry of what the commit makes final.
 	now    time.Time
 	retain time.Duration
@@ -36,7 +41,7 @@ type txState struct {
 
 func newTxState(ctx context.Context, s store.Store, tx *store.Tx, agent string, now time.Time, retain time.Duration) *txState {
 	return &txState{ctx: ctx, store: s, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, origData: map[string][]byte{},
-		subjects: map[expect.Subject]*expect.SubjectRecord{}, now: now, retain: retain}
+		subjects: map[expect.Subject]*expect.SubjectRecord{}, facts: map[string]*expect.FactMemory{}, now: now, retain: retain}
 }
 
 // record returns the record with id, or nil when there is none.
@@ -108,12 +113,77 @@ func (st *txState) setSubject(r *expect.SubjectRecord) {
 	}
 }
 
+// factMemory returns the memory of the facts accepted with key, or nil.
+func (st *txState) factMemory(key string) (*expect.FactMemory, error) {
+	if m, ok := st.facts[key]; ok {
+		return m, nil
+	}
+	it, ok, err := st.tx.Get(st.ctx, FactMemoryKey(st.agent, key))
+	if err != nil || !ok {
+		st.facts[key] = nil
+		return nil, err
+	}
+	m, err := decodeFactMemory(it)
+	if err != nil {
+		return nil, err
+	}
+	st.facts[key] = m
+	return m, nil
+}
+
+// remember records fact f (attributed) as accepted at now, for lookback;
+// nothing when lookback is off.
+func (st *txState) remember(f expect.Fact, now time.Time) error {
+	if st.factKeep <= 0 {
+		return nil
+	}
+	m, err := st.factMemory(f.FactKey)
+	if err != nil {
+		return err
+	}
+	if nm, changed := expect.Remember(m, st.agent, f, now); changed {
+		st.setFactMemory(nm)
+	}
+	return nil
+}
+
+// deferFactMemories leaves out of the commit the fact memories that do
+// not fit beside its records and subjects (store.MaxCommitWrites, with
+// room for their markers), and returns the facts whose memory is to be
+// written after it (Service.rememberFacts).
+func (st *txState) deferFactMemories(facts []expect.Fact) []expect.Fact {
+	room := store.MaxCommitWrites - (st.writes() - len(st.dirtyFacts))
+	if len(st.dirtyFacts) <= room {
+		return nil
+	}
+	keep := max(room, 0)
+	deferred := map[string]bool{}
+	for _, k := range st.dirtyFacts[keep:] {
+		deferred[k] = true
+	}
+	st.dirtyFacts = st.dirtyFacts[:keep]
+	var out []expect.Fact
+	for _, f := range facts {
+		if deferred[f.FactKey] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (st *txState) setFactMemory(m *expect.FactMemory) {
+	st.facts[m.FactKey] = m
+	if !slices.Contains(st.dirtyFacts, m.FactKey) {
+		st.dirtyFacts = append(st.dirtyFacts, m.FactKey)
+	}
+}
+
 // writes returns how many records and subjects staging would write (their
 // lookup entries aside, which store.Update fits around them), and, with
 // effect markers, one for each record (the room its marker may take), so
 // that the commits that bound themselves by it leave that room.
 func (st *txState) writes() int {
-	n := len(st.dirty) + len(st.dirtySub)
+	n := len(st.dirty) + len(st.dirtySub) + len(st.dirtyFacts)
 	if st.mark {
 		n += len(st.dirty)
 	}
@@ -150,6 +220,13 @@ func (st *txState) stage() error {
 	}
 	for _, sub := range st.dirtySub {
 		it, err := subjectItem(st.subjects[sub], st.retain)
+		if err != nil {
+			return err
+		}
+		st.tx.Put(it)
+	}
+	for _, key := range st.dirtyFacts {
+		it, err := factMemoryItem(st.facts[key], st.factKeep)
 		if err != nil {
 			return err
 		}
@@ -221,6 +298,7 @@ func (s *Service) update(ctx context.Context, agent string, fn func(st *txState)
 	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
 		last = newTxState(ctx, s.store, tx, agent, s.now(), s.cfg.Retain)
 		last.mark = s.markEffects
+		last.factKeep = s.cfg.FactLookbackMax
 		return fn(last)
 	})
 	if err == nil && last != nil {
