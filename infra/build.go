@@ -133,7 +133,32 @@ func BuildFunction(root, name, arch, outDir string) error {
 		return fmt.Errorf("function %s did not build (%v):\n  GOOS=linux GOARCH=%s CGO_ENABLED=0 go %s\n%s\nFix %s so that it builds (reproduce with `GOOS=linux GOARCH=%s CGO_ENABLED=0 go build %s` at the repository root) and run synth again",
 			name, err, goarch, strings.Join(args, " "), indent(out.String()), pkg, goarch, pkg)
 	}
-	return nil
+	return copyZoneinfo(goBin, outDir)
+}
+
+// ZoneinfoFile is the time zone database shipped beside each bootstrap:
+// provided.al2023 has no /usr/share/zoneinfo, and cron heartbeats and
+// silences name IANA zones. The functions find it through $ZONEINFO
+// (ZoneinfoEnv), which Go's time.LoadLocation reads first; shipping the
+// Go distribution's zip keeps it out of the bootstrap's size budget.
+const ZoneinfoFile = "zoneinfo.zip"
+
+// ZoneinfoEnv is the value of the functions' ZONEINFO variable.
+const ZoneinfoEnv = "/var/task/" + ZoneinfoFile
+
+// copyZoneinfo copies the Go distribution's lib/time/zoneinfo.zip to
+// outDir.
+func copyZoneinfo(goBin, outDir string) error {
+	out, err := exec.Command(goBin, "env", "GOROOT").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOROOT: %w", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "lib", "time", ZoneinfoFile)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("the time zone database to ship with the functions: %w (the Go distribution's lib/time/zoneinfo.zip)", err)
+	}
+	return os.WriteFile(filepath.Join(outDir, ZoneinfoFile), data, 0o644)
 }
 
 // BuildFunctions builds every function into outRoot/<name>/bootstrap and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"debug/elf"
 	"errors"
 	"go/ast"
@@ -207,6 +208,19 @@ func TestFunctionBinaries(t *testing.T) {
 			t.Errorf("%s is not stripped (-ldflags '-s -w')", name)
 		}
 		f.Close()
+		// provided.al2023 has no zoneinfo: the functions ship Go's, which
+		// $ZONEINFO names, and it loads the zones cron heartbeats use.
+		zr, err := zip.OpenReader(filepath.Join(dir, ZoneinfoFile))
+		if err != nil {
+			t.Errorf("%s ships no time zone database: %v", name, err)
+			continue
+		}
+		for _, zone := range []string{"Europe/Riga", "America/New_York"} {
+			if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return f.Name == zone }) {
+				t.Errorf("%s's %s lacks %s", name, ZoneinfoFile, zone)
+			}
+		}
+		zr.Close()
 	}
 }
 

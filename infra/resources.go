@@ -143,6 +143,7 @@ func (sb *stackBuilder) state() {
 		"RETAIN_EXPECTATIONS":  cfg.RetainExpectations,
 		"RETAIN_EVIDENCE":      cfg.RetainEvidence,
 		"FACT_LOOKBACK_MAX":    cfg.FactLookbackMax,
+		"ZONEINFO":             ZoneinfoEnv,
 		"DELIVERY_RETRY_FOR":   cfg.DeliveryRetryFor,
 	}
 }

@@ -93,7 +93,7 @@ func TestFunctions(t *testing.T) {
 			})
 			logGroups := resources(tj, "AWS::Logs::LogGroup")
 			common := obj{"TABLE_NAME": "clockwork-" + stage, "STAGE": stage, "ALLOW_PRIVATE_AGENTS": "false", "METRICS_NAMESPACE": "Clockwork/clockwork-" + stage,
-				"RETAIN_EXPECTATIONS": "P90D", "RETAIN_EVIDENCE": "P400D", "DELIVERY_RETRY_FOR": "24h",
+				"RETAIN_EXPECTATIONS": "P90D", "RETAIN_EVIDENCE": "P400D", "DELIVERY_RETRY_FOR": "24h", "FACT_LOOKBACK_MAX": "PT24H", "ZONEINFO": "/var/task/zoneinfo.zip",
 				"CREDENTIALS_KEY_ID": getAtt(onlyID(t, tj, "AWS::KMS::Key", "Description", "Seals the credentials clockwork-"+stage+" presents to agents (CREDENTIALS_KEY_ID)"), "Arn")}
 			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
 			grading := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading"))

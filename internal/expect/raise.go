@@ -28,7 +28,15 @@ type RaiseRequest struct {
 	ContextID    string        `json:"contextId"`
 	Skill        string        `json:"skill,omitempty"`
 	Expectations []Expectation `json:"expectations"`
+	// Heartbeat is set by the watcher when it raises a heartbeat's period:
+	// only those may have ids starting with HeartbeatIDPrefix. Clients
+	// cannot set it.
+	Heartbeat bool `json:"-"`
 }
+
+// HeartbeatIDPrefix starts the expectation ids of heartbeat periods
+// (hb:<name>:<n>), which agents cannot raise themselves.
+const HeartbeatIDPrefix = "hb:"
 
 // References returns every expectation id the raise reads: its own ids (to
 // detect retries and reuse) and the anchors, after ids and superseded ids
@@ -182,6 +190,9 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 	for i, e := range req.Expectations {
 		p := fmt.Sprintf("expectations[%d]", i)
 		checkID(&c, p+".expectationId", e.ExpectationID)
+		if strings.HasPrefix(e.ExpectationID, HeartbeatIDPrefix) && !req.Heartbeat {
+			c.Add(p+".expectationId", "ids starting with %q are the periods of heartbeats (PUT /v1/agents/{agentId}/heartbeats/{name})", HeartbeatIDPrefix)
+		}
 		if _, dup := batch[e.ExpectationID]; dup && e.ExpectationID != "" {
 			c.Add(p+".expectationId", "repeats an id raised earlier in this request")
 			continue
