@@ -15,6 +15,7 @@ import (
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/credentials"
 	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/heartbeat"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -116,6 +117,15 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
 		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, Push: true, fn: h.a2a},
+		{Pattern: "PUT /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.ExpectationsWrite, Agent: true, fn: h.putHeartbeat},
+		{Pattern: "GET /v1/agents/{agentId}/heartbeats", Scope: auth.Read, Agent: true, fn: h.listHeartbeats},
+		{Pattern: "GET /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.Read, Agent: true, fn: h.getHeartbeat},
+		{Pattern: "DELETE /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.ExpectationsWrite, Agent: true, fn: h.deleteHeartbeat},
+		{Pattern: "POST /v1/agents/{agentId}/heartbeats/{name}/pause", Scope: auth.ExpectationsWrite, Agent: true, fn: h.pauseHeartbeat},
+		{Pattern: "POST /v1/agents/{agentId}/heartbeats/{name}/resume", Scope: auth.ExpectationsWrite, Agent: true, fn: h.resumeHeartbeat},
+		{Pattern: "POST /v1/agents/{agentId}/heartbeats/{name}/ping", Scope: auth.FactsWrite, Agent: true, fn: h.ping(heartbeat.Success)},
+		{Pattern: "POST /v1/agents/{agentId}/heartbeats/{name}/ping/start", Scope: auth.FactsWrite, Agent: true, fn: h.ping(heartbeat.Start)},
+		{Pattern: "POST /v1/agents/{agentId}/heartbeats/{name}/ping/fail", Scope: auth.FactsWrite, Agent: true, fn: h.ping(heartbeat.Fail)},
 		{Pattern: "PUT /v1/agents/{agentId}/credentials", Scope: auth.AgentsWrite, Agent: true, fn: h.putCredentials},
 		{Pattern: "GET /v1/agents/{agentId}/credentials", Scope: auth.Read, Agent: true, fn: h.getCredentials},
 		{Pattern: "DELETE /v1/agents/{agentId}/credentials", Scope: auth.AgentsWrite, Agent: true, fn: h.deleteCredentials},

@@ -179,6 +179,7 @@ func seed(t testing.TB, h http.Handler) fixture {
 	}
 	must(do(h, "PUT", "/v1/agents/"+agent, allToken, card()), 200)
 	must(do(h, "POST", "/v1/agents/"+agent+"/expectations", allToken, raiseBody("exp-open")), 200)
+	must(do(h, "PUT", "/v1/agents/"+agent+"/heartbeats/nightly", allToken, mustJSON(map[string]any{"kind": "payment", "every": "PT1H"})), 201)
 	must(do(h, "PUT", "/v1/channels/ops-hook", allToken, mustJSON(map[string]any{"type": "webhook", "url": "https://127.0.0.1:9/hook", "shared": false})), 200, 201)
 	must(do(h, "PUT", "/v1/silences/ops-quiet", allToken, silenceBody()), 201)
 	must(do(h, "POST", "/v1/anticipations", allToken, anticipation("ant-2", "plan-2")), 201)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/heartbeat"
 )
 
 // Tool is an operation of the API offered to LLM agents as an MCP tool
@@ -95,6 +96,30 @@ func (h *Handler) Tools() []Tool {
 			Description: "List the agent's expectation records, optionally by state and by subject (subjectType with subjectId), a page at a time " +
 				"(limit up to 500; pass nextToken back for the next page). Scope: read.",
 		}, func(in *listArgs) string { return in.AgentID }, h.listOp),
+		newTool(Tool{
+			Name: "put_heartbeat", Title: "Create or replace a heartbeat", Route: "PUT /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.ExpectationsWrite,
+			Description: "Declare a recurring check: a kind on the agent's card and either every (an ISO 8601 duration, at least PT1S) or cron (five fields) " +
+				"with an IANA timezone; optional grace, subject, expects and until. Each period is an ordinary expectation hb:<name>:<n> that lapses " +
+				"overdue when no ping arrives by its due time plus grace. A new heartbeat waits for its first ping. Scope: expectations:write.",
+		}, func(in *putHeartbeatArgs) string { return in.AgentID }, h.putHeartbeatOp),
+		newTool(Tool{
+			Name: "ping_heartbeat", Title: "Ping a heartbeat", Route: "POST /v1/agents/{agentId}/heartbeats/{name}/ping", Scope: auth.FactsWrite,
+			Description: "Ping a heartbeat after a successful run: satisfies the current period (a lapsed one records the ping late, a recovery) and raises " +
+				"the next. Answers the heartbeat's status. Scope: facts:write.",
+		}, func(in *heartbeatArgs) string { return in.AgentID }, h.pingOp(heartbeat.Success)),
+		newTool(Tool{
+			Name: "fail_heartbeat", Title: "Report a failed run", Route: "POST /v1/agents/{agentId}/heartbeats/{name}/ping/fail", Scope: auth.FactsWrite,
+			Description: "Report that a heartbeat's run failed: its current period lapses at once with lapse refuted, so its lapse task and alerts follow. " +
+				"Scope: facts:write.",
+		}, func(in *heartbeatArgs) string { return in.AgentID }, h.pingOp(heartbeat.Fail)),
+		newTool(Tool{
+			Name: "get_heartbeat", Title: "Get a heartbeat", Route: "GET /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.Read, ReadOnly: true,
+			Description: "Read a heartbeat: its schedule, status (new, up, started, late, down, paused), lastPingAt, nextDueAt and current period. Scope: read.",
+		}, func(in *heartbeatArgs) string { return in.AgentID }, h.getHeartbeatOp),
+		newTool(Tool{
+			Name: "list_heartbeats", Title: "List heartbeats", Route: "GET /v1/agents/{agentId}/heartbeats", Scope: auth.Read, ReadOnly: true,
+			Description: "List the agent's heartbeats with their status, a page at a time (limit up to 500; pass nextToken back). Scope: read.",
+		}, func(in *listHeartbeatsArgs) string { return in.AgentID }, h.listHeartbeatsOp),
 	}
 	if h.Eval == nil {
 		return tools

@@ -163,7 +163,7 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 	for _, tl := range list.Tools {
 		tools[tl.Name] = tl
 	}
-	if len(tools) != 7 {
+	if len(tools) != 12 {
 		t.Fatalf("%d tools: %v", len(tools), tools)
 	}
 	calls := []struct {
@@ -178,6 +178,12 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 		{"list_expectations", map[string]any{"agentId": agentID, "state": "satisfied", "limit": 10}, map[string]any{"agentId": agentID, "colour": "red"}},
 		{"raise_expectations", raiseArgs("e-2"), nil},
 		{"withdraw_expectations", map[string]any{"agentId": agentID, "withdraw": []string{"e-2"}}, map[string]any{"agentId": agentID, "withdraw": "e-2"}},
+		{"put_heartbeat", map[string]any{"agentId": agentID, "name": "nightly", "kind": "payment", "cron": "0 2 * * *", "timezone": "Europe/Riga", "grace": "PT1H"},
+			map[string]any{"agentId": agentID, "name": "nightly", "kind": "payment", "every": 300}},
+		{"ping_heartbeat", map[string]any{"agentId": agentID, "name": "nightly"}, map[string]any{"agentId": agentID}},
+		{"get_heartbeat", map[string]any{"agentId": agentID, "name": "nightly"}, map[string]any{"agentId": agentID, "name": 7}},
+		{"fail_heartbeat", map[string]any{"agentId": agentID, "name": "nightly"}, nil},
+		{"list_heartbeats", map[string]any{"agentId": agentID}, map[string]any{"agentId": agentID, "limit": "ten"}},
 	}
 	for _, c := range calls {
 		tl := tools[c.tool]
