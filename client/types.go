@@ -16,6 +16,17 @@ type Subject struct {
 // SatisfiedBy names the fact key that satisfies an expectation.
 type SatisfiedBy struct {
 	FactKey string `json:"factKey"`
+	// Lookback (ISO 8601 duration, at most the server's
+	// -fact-lookback-max) lets a fact the server accepted within that
+	// window before the raise satisfy the expectation when it is raised.
+	Lookback string `json:"lookback,omitempty"`
+}
+
+// RefutedBy names the fact key that lapses an open expectation at once
+// with lapse "refuted" ("the payment was declined").
+type RefutedBy struct {
+	FactKey  string `json:"factKey"`
+	Lookback string `json:"lookback,omitempty"`
 }
 
 // Anchor makes an expectation due Offset (ISO 8601 duration) after another
@@ -32,6 +43,7 @@ type Expectation struct {
 	Subject       Subject     `json:"subject"`
 	Expects       string      `json:"expects"`
 	SatisfiedBy   SatisfiedBy `json:"satisfiedBy"`
+	RefutedBy     *RefutedBy  `json:"refutedBy,omitempty"`
 	DueAt         string      `json:"dueAt"`
 	Grace         string      `json:"grace,omitempty"`
 	Anchor        *Anchor     `json:"anchor,omitempty"`
@@ -62,6 +74,8 @@ type Fact struct {
 type FactOutcome struct {
 	FactKey   string   `json:"factKey"`
 	Satisfied []string `json:"satisfied"`
+	// Refuted lists the expectations the fact lapsed "refuted".
+	Refuted []string `json:"refuted,omitempty"`
 }
 
 // Lapse describes why an expectation lapsed; it is what the agent's lapse
@@ -71,13 +85,15 @@ type Lapse struct {
 	Kind           string   `json:"kind"`
 	Subject        Subject  `json:"subject"`
 	Expects        string   `json:"expects"`
-	Lapse          string   `json:"lapse"` // overdue, skipped or stalled
+	Lapse          string   `json:"lapse"` // overdue, skipped, stalled or refuted
 	ProjectedDueAt string   `json:"projectedDueAt"`
 	DueAt          string   `json:"dueAt"`
 	LapsedAt       string   `json:"lapsedAt"`
 	LastFactAt     string   `json:"lastFactAt,omitempty"`
 	SatisfiedAfter []string `json:"satisfiedAfter,omitempty"`
-	Lineage        int      `json:"lineage"`
+	// RefutedBy is the fact that refuted the expectation (lapse "refuted").
+	RefutedBy *Fact `json:"refutedBy,omitempty"`
+	Lineage   int   `json:"lineage"`
 }
 
 // Delivery is the outbox state of a lapse task.

@@ -32,6 +32,8 @@ var scenarios = []struct {
 	{"TenantsEdgeRefusals", scenarioTenantsEdgeRefusals},
 	{"RaiseIdempotentConflictAndAllOrNothing", scenarioRaiseIdempotentConflictAndAllOrNothing},
 	{"OverdueLapseTask", scenarioOverdueLapseTask},
+	{"Heartbeats", scenarioHeartbeats},
+	{"FactsBeforeTheRaiseAndRefuting", scenarioFactsBeforeTheRaiseAndRefuting},
 	{"FactsExactMatchSourceLateAndIdempotent", scenarioFactsExactMatchSourceLateAndIdempotent},
 	{"SkippedLapse", scenarioSkippedLapse},
 	{"StalledLapse", scenarioStalledLapse},
