@@ -197,6 +197,19 @@ func cardDeclaration(c *errs.Collector, card *a2a.AgentCard, skills []string, sk
 		c.Add(base+".keepsTime", "must be a boolean")
 	}
 
+	// Extension params beside the seed's: whether the agent uses
+	// heartbeats and lookback (informational; absent means false).
+	for _, opt := range []struct {
+		name string
+		dst  *bool
+	}{{"heartbeats", &d.Heartbeats}, {"lookback", &d.Lookback}} {
+		if raw, ok := cardField(fields, opt.name); ok {
+			if err := json.Unmarshal(raw, opt.dst); err != nil {
+				c.Add(base+"."+opt.name, "must be a boolean")
+			}
+		}
+	}
+
 	if s, ok := cardString(c, fields, base, "lapseSkill"); ok {
 		d.LapseSkill = s
 		if !skillSet[s] {

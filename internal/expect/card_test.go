@@ -112,6 +112,13 @@ func TestParseCardV1(t *testing.T) {
 	if !reflect.DeepEqual(card.Declaration, want) {
 		t.Fatalf("declaration = %+v, want %+v", card.Declaration, want)
 	}
+	// The extension params beside the seed's are read.
+	fx := cardV1Fixture()
+	cardParams(fx)["heartbeats"], cardParams(fx)["lookback"] = true, true
+	card, err = ParseCard("agent-1", cardJSON(t, fx))
+	if err != nil || !card.Declaration.Heartbeats || !card.Declaration.Lookback {
+		t.Fatalf("heartbeats and lookback params: %+v %v", card.Declaration, err)
+	}
 }
 
 func TestParseCardV1OnlyV03Interface(t *testing.T) {
@@ -194,6 +201,8 @@ func TestParseCardErrors(t *testing.T) {
 		{name: "keepsTime missing", mutate: func(c map[string]any) { delete(cardParams(c), "keepsTime") }, paths: []string{cardExtPath + ".keepsTime"}},
 		{name: "keepsTime null", mutate: func(c map[string]any) { cardParams(c)["keepsTime"] = nil }, paths: []string{cardExtPath + ".keepsTime"}},
 		{name: "keepsTime not boolean", mutate: func(c map[string]any) { cardParams(c)["keepsTime"] = "yes" }, paths: []string{cardExtPath + ".keepsTime"}},
+		{name: "heartbeats not boolean", mutate: func(c map[string]any) { cardParams(c)["heartbeats"] = "yes" }, paths: []string{cardExtPath + ".heartbeats"}},
+		{name: "lookback not boolean", mutate: func(c map[string]any) { cardParams(c)["lookback"] = 1 }, paths: []string{cardExtPath + ".lookback"}},
 		{name: "lapseSkill missing", mutate: func(c map[string]any) { delete(cardParams(c), "lapseSkill") }, paths: []string{cardExtPath + ".lapseSkill"}},
 		{name: "lapseSkill blank", mutate: func(c map[string]any) { cardParams(c)["lapseSkill"] = "  " }, paths: []string{cardExtPath + ".lapseSkill"}},
 		{name: "lapseSkill not a string", mutate: func(c map[string]any) { cardParams(c)["lapseSkill"] = 7 }, paths: []string{cardExtPath + ".lapseSkill"}},

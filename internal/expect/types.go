@@ -229,6 +229,10 @@ type Declaration struct {
 	KeepsTime  bool   `json:"keepsTime"`
 	LapseSkill string `json:"lapseSkill"`
 	Kinds      []Kind `json:"kinds"`
+	// Heartbeats and Lookback (extension params beside the seed's) say
+	// that the agent uses heartbeats and satisfiedBy.lookback.
+	Heartbeats bool `json:"heartbeats,omitempty"`
+	Lookback   bool `json:"lookback,omitempty"`
 }
 
 // Card is what the watcher needs from an agent's A2A card, together with the

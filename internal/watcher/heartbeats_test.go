@@ -198,3 +198,37 @@ func TestHeartbeatUntilAndCron(t *testing.T) {
 		t.Errorf("a bad name: %v", err)
 	}
 }
+
+// TestCronHeartbeatAcrossDaylightSaving: on a simulated clock, a heartbeat
+// on "30 2 * * *" in New York and one on "30 3 * * *" in Riga are pinged
+// just before the spring change of each zone: the next period is due at
+// the change itself (their 2:30 and 3:30 do not exist that night), and the
+// one after at 2:30 and 3:30 local the next day.
+func TestCronHeartbeatAcrossDaylightSaving(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		zone, cron, pingAt string
+		want               []string
+	}{
+		{"America/New_York", "30 2 * * *", "2026-03-08T06:00:00Z", []string{"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
+		{"Europe/Riga", "30 3 * * *", "2026-03-29T00:30:00Z", []string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+	} {
+		svc, clock, _ := newTestService(t, expect.DefaultConfig())
+		at, _ := expect.ParseTime(c.pingAt)
+		clock.t = at
+		if _, _, err := svc.PutHeartbeat(ctx, "agent-1", "backup", heartbeat.Spec{Kind: "payment", Cron: c.cron, Timezone: c.zone, Grace: "PT10M"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range c.want {
+			v, err := svc.PingHeartbeat(ctx, "agent-1", "backup", "cron", heartbeat.Success)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.NextDueAt != want {
+				t.Fatalf("%s: period %d is due at %s, want %s", c.zone, i+1, v.NextDueAt, want)
+			}
+			due, _ := expect.ParseTime(want)
+			clock.t = due.Add(time.Minute) // the job runs and pings a minute after
+		}
+	}
+}
