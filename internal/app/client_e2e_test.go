@@ -145,4 +145,35 @@ func scenarioGoClient(t *testing.T) {
 	if err != nil || len(page.Events) != 4 || page.Events[3].Digest != vs[0].ExecutionDigest {
 		t.Fatalf("events: %v %+v", err, page)
 	}
+
+	// Heartbeats, and the 400 that names a field.
+	hb, err := c.PutHeartbeat(ctx, agentID, "nightly", client.HeartbeatSpec{Kind: "payment", Cron: "0 2 * * *", Timezone: "Europe/Riga", Grace: "PT1H"})
+	if err != nil || hb.Status != "new" {
+		t.Fatalf("put heartbeat: %v %+v", err, hb)
+	}
+	var apiErr *client.Error
+	if _, err := c.PutHeartbeat(ctx, agentID, "nightly", client.HeartbeatSpec{Kind: "payment", Every: "5m"}); !errors.As(err, &apiErr) || apiErr.Status != 400 || !slices.ContainsFunc(apiErr.Fields, func(f client.FieldError) bool { return f.Path == "every" }) {
+		t.Fatalf("a bad every: %v", err)
+	}
+	if hb, err = c.Ping(ctx, agentID, "nightly", client.PingStart); err != nil || hb.Status != "started" {
+		t.Fatalf("start: %v %+v", err, hb)
+	}
+	if hb, err = c.Ping(ctx, agentID, "nightly", client.PingSuccess); err != nil || hb.Status != "up" || hb.NextDueAt == "" {
+		t.Fatalf("ping: %v %+v", err, hb)
+	}
+	if hb, err = c.PauseHeartbeat(ctx, agentID, "nightly"); err != nil || hb.Status != "paused" {
+		t.Fatalf("pause: %v %+v", err, hb)
+	}
+	if hb, err = c.ResumeHeartbeat(ctx, agentID, "nightly"); err != nil || hb.Status != "up" {
+		t.Fatalf("resume: %v %+v", err, hb)
+	}
+	if hbs, err := c.ListHeartbeats(ctx, agentID, 10, ""); err != nil || len(hbs.Heartbeats) != 1 {
+		t.Fatalf("list heartbeats: %v %+v", err, hbs)
+	}
+	if err := c.DeleteHeartbeat(ctx, agentID, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Heartbeat(ctx, agentID, "nightly"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("a deleted heartbeat: %v", err)
+	}
 }
