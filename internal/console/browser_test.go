@@ -502,6 +502,19 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("grade-409-desktop.png", 1440, 900)
 
+	// Heartbeats: one pinged is up with its next due time and current
+	// period; Pause on the page pauses it.
+	e.must(201, "PUT", "/v1/agents/agent-1/heartbeats/nightly-sync", map[string]any{"kind": "payment", "cron": "0 2 * * *", "timezone": "Europe/Riga", "grace": "PT1H"})
+	e.must(200, "POST", "/v1/agents/agent-1/heartbeats/nightly-sync/ping", nil)
+	b.open(console + "#/agents/agent-1/heartbeats")
+	row := b.wait("the heartbeat", `(() => { const r = document.querySelector('tr[data-heartbeat="nightly-sync"][data-status="up"]'); return r ? r.innerText : ''; })()`)
+	if !strings.Contains(row, "0 2 * * *") || !strings.Contains(row, "Europe/Riga") || !strings.Contains(row, "hb:nightly-sync:1") {
+		t.Errorf("the heartbeat row reads %q", row)
+	}
+	b.do("pause the heartbeat", chromedp.Click(chromedp.CSS(`tr[data-heartbeat="nightly-sync"] button.pause`)))
+	b.wait("the paused heartbeat", `document.querySelector('tr[data-heartbeat="nightly-sync"][data-status="paused"] button.resume')`)
+	b.shot("heartbeats-desktop.png", 1440, 900)
+
 	// A phone's width: every page fits (tables scroll in their own box).
 	b.viewport(390, 844, true)
 	for _, p := range []struct{ hash, ready, shot string }{
@@ -509,6 +522,7 @@ func TestConsole(t *testing.T) {
 		{"#/agents/agent-1/expectations", `document.querySelector('article.exp .timeline')`, "expectations-phone.png"},
 		{"#/deadletters", `document.querySelector('#no-deadletters')`, ""},
 		{"#/alerts", `document.querySelector('tr[data-channel="ops-hook"]')`, ""},
+		{"#/agents/agent-1/heartbeats", `document.querySelector('tr[data-heartbeat="nightly-sync"]')`, ""},
 		{"#/anticipations/ant-console", `document.querySelector('section.verify .verdict')`, "anticipation-phone.png"},
 	} {
 		b.open(console + p.hash)

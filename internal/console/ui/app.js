@@ -1,10 +1,11 @@
 // The console's entry point: sign-in, the hash router, the agents and the
-// dead letters pages. Pages live in expectations.js, anticipations.js and
-// alerts.js.
+// dead letters pages. Pages live in expectations.js, heartbeats.js,
+// anticipations.js and alerts.js.
 import { h, api, token, setToken, clearToken, kv, table, badge, errorBox, fmtTime, code, enc, extensionOf } from './dom.js';
 import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
 import { alertsPage } from './alerts.js';
+import { heartbeatsPage } from './heartbeats.js';
 
 const main = document.getElementById('main');
 let timers = [];
@@ -28,6 +29,7 @@ const routes = [
   [/^\/agents\/([^/]+)\/expectations$/, expectationsPage],
   [/^\/agents\/([^/]+)\/expectations\/([^/]+)$/, expectationPage],
   [/^\/agents\/([^/]+)\/anticipations$/, agentAnticipationsPage],
+  [/^\/agents\/([^/]+)\/heartbeats$/, heartbeatsPage],
   [/^\/deadletters$/, deadLettersPage],
   [/^\/alerts$/, alertsPage],
   [/^\/anticipations$/, anticipationsPage],
@@ -120,6 +122,7 @@ async function agentsPage(ctx) {
       h('h3', null, 'Declared kinds'), kindsTable(params),
       h('p', { class: 'toolbar' },
         h('a', { href: '#/agents/' + enc(a.agentId) + '/expectations' }, 'Expectations'),
+        h('a', { href: '#/agents/' + enc(a.agentId) + '/heartbeats' }, 'Heartbeats'),
         h('a', { href: '#/agents/' + enc(a.agentId) + '/anticipations' }, 'Anticipations')));
   });
   ctx.render(h('h1', null, 'Agents'), open,

@@ -54,6 +54,7 @@ export function timelineEvents(r, now) {
   if (l) {
     add('lapsed', ms(l.lapsedAt), 'lapsed: ' + l.lapse, r.lapseTaskId ? 'lapse task ' + r.lapseTaskId : '');
     if (l.lastFactAt) add('fact', ms(l.lastFactAt), 'last fact', 'latest observedAt on the subject');
+    if (l.refutedBy) add('fact', ms(l.refutedBy.observedAt), 'refuting fact', l.refutedBy.factKey + ' from ' + (l.refutedBy.source || '?'));
   }
   if (r.ack) add('ack', ms(r.ack.at), 'acknowledged', 'by ' + r.ack.by + (r.ack.note ? ': ' + r.ack.note : ''));
   const d = r.delivery;
