@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/heartbeat"
 	"github.com/agentclock/clockwork/internal/store/dynamo"
 )
 
@@ -149,3 +150,46 @@ const typicalExpects = "Invoice 42 from Northwind Traders (net 30, EUR 18,240.00
 	"dispute is logged in the billing system with its ticket number and the undisputed remainder is " +
 	"paid instead. Escalate to the account owner, Priya Raman, before any late fee is applied or the " +
 	"account is placed on credit hold."
+
+// TestWriteUnitsPerHeartbeatPing measures what one ping of a heartbeat
+// costs on DynamoDB in steady state (it satisfies the open period and
+// raises the next), as DynamoDB's documented rules count it, with the
+// calls it makes: the figures of docs/heartbeats.md, "What a heartbeat
+// costs on AWS". A budget, not a timing.
+func TestWriteUnitsPerHeartbeatPing(t *testing.T) {
+	capacity := &dynamo.Capacity{}
+	counter := &dynamo.Counter{}
+	rt := newRuntimeWith(t, nil, counter, dynamo.CapacityMiddleware(capacity))
+	h := rt.HTTP()
+	agent := a2atest.NewAgent(t, "1.0")
+	call(t, h, "PUT", "/v1/agents/a1", agent.Card())
+	drain := streamDrainer(t, rt, 20)
+	if _, _, err := rt.Watcher.PutHeartbeat(context.Background(), "a1", "every-minute", heartbeat.Spec{Kind: "payment", Every: "PT1M"}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, h, "POST", "/v1/agents/a1/heartbeats/every-minute/ping", nil)
+	drain()
+	var units []float64
+	for i := range 3 {
+		capacity.Reset()
+		counter.Reset()
+		call(t, h, "POST", "/v1/agents/a1/heartbeats/every-minute/ping", nil)
+		calls := counter.Snapshot()
+		drain()
+		table, idx := capacity.Breakdown()
+		units = append(units, capacity.WriteUnits())
+		t.Logf("ping %d: %s write units (table %s; indexes %v); the API's calls %v; with the stream function's: %v", i+2, ftoa(units[i]), ftoa(table), idx, calls, capacity.Calls())
+	}
+	if r, _ := rt.Watcher.Get(context.Background(), "a1", "hb:every-minute:4"); r == nil || r.State != expect.StateOpen {
+		t.Fatalf("period 4 is not open: %+v", r)
+	}
+	// The floor: the transaction of the heartbeat, the satisfied period,
+	// the raised one and the subject (4 × 2), the raised period's three
+	// lookup entries and the satisfied one's three deletes, its gsi2 and
+	// gsi5 entries and the satisfied one's gsi5 leaving.
+	for i, u := range units {
+		if u > 18 {
+			t.Errorf("ping %d: %s write units, over the budget of 18", i+2, ftoa(u))
+		}
+	}
+}

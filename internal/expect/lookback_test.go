@@ -85,23 +85,18 @@ func TestRaiseValidatesRefutedByAndLookback(t *testing.T) {
 
 func TestRaiseWithLookback(t *testing.T) {
 	subj := Subject{Type: "invoice", ID: "42"}
-	mem := func(entries ...RememberedFact) map[string]*FactMemory {
-		out := map[string]*FactMemory{}
-		for _, e := range entries {
-			m := out[e.Fact.FactKey]
-			if m == nil {
-				m = &FactMemory{AgentID: "agent-1", FactKey: e.Fact.FactKey}
-				out[e.Fact.FactKey] = m
-			}
-			m.Facts = append(m.Facts, e)
+	mem := func(entries ...*FactMemory) map[string][]*FactMemory {
+		out := map[string][]*FactMemory{}
+		for _, m := range entries {
+			out[m.FactKey] = append(out[m.FactKey], m)
 		}
 		return out
 	}
-	paid := func(accepted time.Duration, s *Subject) RememberedFact {
-		return RememberedFact{Fact: factAt("invoice.42.paid", FormatTime(at(accepted-time.Second)), "psp", s), AcceptedAt: FormatTime(at(accepted))}
+	paid := func(accepted time.Duration, s *Subject) *FactMemory {
+		return Remember("agent-1", factAt("invoice.42.paid", FormatTime(at(accepted-time.Second)), "psp", s), at(accepted))
 	}
-	declined := func(accepted time.Duration) RememberedFact {
-		return RememberedFact{Fact: factAt("invoice.42.declined", FormatTime(at(accepted)), "psp", nil), AcceptedAt: FormatTime(at(accepted))}
+	declined := func(accepted time.Duration) *FactMemory {
+		return Remember("agent-1", factAt("invoice.42.declined", FormatTime(at(accepted)), "psp", nil), at(accepted))
 	}
 	withLookback := func(e *Expectation) {
 		e.DueAt = FormatTime(at(time.Hour))
@@ -112,7 +107,7 @@ func TestRaiseWithLookback(t *testing.T) {
 	cases := []struct {
 		name  string
 		mut   func(*Expectation)
-		mem   map[string]*FactMemory
+		mem   map[string][]*FactMemory
 		state State
 		lapse LapseKind
 	}{
@@ -154,7 +149,7 @@ func TestRaiseWithLookback(t *testing.T) {
 
 func TestLookbackSatisfactionSkipsPredecessors(t *testing.T) {
 	pred := raiseOne(t, exp("step-1", func(e *Expectation) { e.DueAt = FormatTime(at(time.Hour)); e.SatisfiedBy.FactKey = "step-1.done" }), nil, t0)
-	mem := map[string]*FactMemory{"invoice.42.paid": {FactKey: "invoice.42.paid", Facts: []RememberedFact{{Fact: factAt("invoice.42.paid", FormatTime(at(time.Minute)), "psp", nil), AcceptedAt: FormatTime(at(time.Minute))}}}}
+	mem := map[string][]*FactMemory{"invoice.42.paid": {Remember("agent-1", factAt("invoice.42.paid", FormatTime(at(time.Minute)), "psp", nil), at(time.Minute))}}
 	e := exp("step-2", func(e *Expectation) {
 		e.DueAt = FormatTime(at(time.Hour))
 		e.SatisfiedBy.Lookback = "PT1H"
@@ -172,30 +167,24 @@ func TestLookbackSatisfactionSkipsPredecessors(t *testing.T) {
 	}
 }
 
-func TestRememberKeepsTheNewestPerSubject(t *testing.T) {
-	var m *FactMemory
-	s := func(id string) *Subject { return &Subject{Type: "invoice", ID: id} }
-	m, changed := Remember(m, "a", factAt("k", FormatTime(t0), "x", nil), t0)
-	if !changed || len(m.Facts) != 1 {
-		t.Fatalf("first fact: %+v", m)
+func TestRecallTakesTheNewestOnTheSubject(t *testing.T) {
+	on := func(id string) *Subject { return &Subject{Type: "invoice", ID: id} }
+	mems := []*FactMemory{
+		Remember("a", factAt("k", FormatTime(t0), "x", nil), at(time.Second)),
+		Remember("a", factAt("k", FormatTime(t0), "y", on("42")), at(2*time.Second)),
+		Remember("a", factAt("k", FormatTime(t0), "z", on("43")), at(3*time.Second)),
+		nil,
 	}
-	if _, changed := Remember(m, "a", factAt("k", FormatTime(t0), "x", nil), t0); changed {
-		t.Fatal("the same fact at the same time changed the memory")
+	if f, when, ok := Recall(mems, Subject{Type: "invoice", ID: "42"}, t0); !ok || f.Source != "y" || !when.Equal(at(2*time.Second)) {
+		t.Fatalf("on 42: %+v %v %v", f, when, ok)
 	}
-	m, _ = Remember(m, "a", factAt("k", FormatTime(at(time.Second)), "x", nil), at(time.Second))
-	if len(m.Facts) != 1 || m.Facts[0].AcceptedAt != FormatTime(at(time.Second)) {
-		t.Fatalf("a newer fact on the same subject: %+v", m.Facts)
+	if f, _, ok := Recall(mems, Subject{Type: "invoice", ID: "44"}, t0); !ok || f.Source != "x" {
+		t.Fatalf("on 44 (only the fact naming none): %+v %v", f, ok)
 	}
-	for i := range 2 * MaxRememberedPerKey {
-		m, _ = Remember(m, "a", factAt("k", FormatTime(t0), "x", s(string(rune('a'+i)))), at(time.Duration(i+2)*time.Second))
+	if _, _, ok := Recall(mems, Subject{Type: "invoice", ID: "44"}, at(1500*time.Millisecond)); ok {
+		t.Fatal("recalled a fact accepted before the window")
 	}
-	if len(m.Facts) != MaxRememberedPerKey || m.Facts[0].Fact.Subject.ID != string(rune('a'+2*MaxRememberedPerKey-1)) {
-		t.Fatalf("memory grew to %d, newest %+v", len(m.Facts), m.Facts[0])
-	}
-	if got := m.Newest(); !got.Equal(at(time.Duration(2*MaxRememberedPerKey+1) * time.Second)) {
-		t.Fatalf("Newest = %v", got)
-	}
-	if _, _, ok := m.Recall(Subject{Type: "invoice", ID: "a"}, t0); ok {
-		t.Fatal("recalled a fact pushed out of the memory")
+	if m := Remember("a", factAt("k", "2026-12-01T10:00:00+01:00", "x", on("1")), t0); m.Fact.ObservedAt != "2026-12-01T09:00:00Z" || m.Subject.ID != "1" {
+		t.Fatalf("remembered %+v", m)
 	}
 }

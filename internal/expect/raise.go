@@ -151,12 +151,12 @@ func sameBody(a, b Expectation) bool {
 // idempotent retry that returns the existing record; with another body it
 // is a Conflict, because ids are never reused.
 //
-// remembered holds the watcher's memory of the keys of req.LookbackKeys
-// (nil or absent: nothing remembered): an expectation with a lookback is
+// remembered holds, by fact key, the watcher's memories that
+// req.LookbackKeys names (nil or absent: nothing remembered): an expectation with a lookback is
 // raised already satisfied, or lapsed "refuted", by a fact it recalls,
 // and a satisfaction at the raise skips its open predecessors as a fact
 // reported then would.
-func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered map[string]*FactMemory, now time.Time, cfg Config) (RaiseResult, error) {
+func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered map[string][]*FactMemory, now time.Time, cfg Config) (RaiseResult, error) {
 	var c errs.Collector
 	var res RaiseResult
 	checkID(&c, "taskId", req.TaskID)

@@ -87,7 +87,9 @@ func (tx *Tx) splitOverflow(ctx context.Context) (main []Write, late []Key, err 
 		return nil, nil, ErrTooManyWrites
 	}
 	main = slices.Clone(tx.writes)
-	var puts []Write
+	// Writes put aside go first, like the entries' puts: they need not
+	// be atomic with the commit.
+	puts := slices.Clone(tx.aside)
 	for _, w := range tx.entryWrites() {
 		switch {
 		case w.Put != nil:
@@ -195,7 +197,7 @@ func (tx *Tx) commitApart(ctx context.Context) error {
 	if len(tx.writes) > MaxCommitWrites {
 		return ErrTooManyWrites
 	}
-	var puts []Write
+	puts := slices.Clone(tx.aside)
 	for _, w := range tx.entryWrites() {
 		if w.Put != nil {
 			puts = append(puts, w)
@@ -203,6 +205,9 @@ func (tx *Tx) commitApart(ctx context.Context) error {
 	}
 	if err := eachAtOnce(puts, func(w Write) error { return tx.s.Commit(ctx, []Write{w}) }); err != nil {
 		return err
+	}
+	if len(tx.writes) == 0 {
+		return nil
 	}
 	if err := tx.s.Commit(ctx, tx.writes); err != nil {
 		return err
@@ -294,8 +299,29 @@ func eachAtOnce[T any](xs []T, fn func(T) error) error {
 // an error wrapping ErrInvalid for a name that is not a lookup index, and
 // the store's errors.
 func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, error) {
-	if !IsLookup(name) {
-		return nil, fmt.Errorf("%w: %q is not a lookup index", ErrInvalid, name)
+	return tx.LookupIn(ctx, pk, name)
+}
+
+// LookupIn is Lookup over several lookup indexes whose entries share
+// partition pk (a repository may give two indexes one partition so that
+// one read finds the items of both): it returns the items whose key in
+// any of names is (pk, the entry's sort key).
+func (tx *Tx) LookupIn(ctx context.Context, pk string, names ...IndexName) ([]Item, error) {
+	for _, name := range names {
+		if !IsLookup(name) {
+			return nil, fmt.Errorf("%w: %q is not a lookup index", ErrInvalid, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: no lookup index named", ErrInvalid)
+	}
+	keyed := func(it Item, sk string) bool {
+		for _, name := range names {
+			if ixk := it.Index[name]; ixk.PK == pk && (sk == "" || ixk.SK == sk) {
+				return true
+			}
+		}
+		return false
 	}
 	type hit struct {
 		sk  string
@@ -329,10 +355,16 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 		seen[h.key] = true
 	}
 	for _, w := range tx.writes {
-		if w.Put != nil && !seen[w.Put.Key] && w.Put.Index[name].PK == pk {
-			hits = append(hits, hit{w.Put.Index[name].SK, w.Put.Key})
-			seen[w.Put.Key] = true
+		if w.Put == nil || seen[w.Put.Key] || !keyed(*w.Put, "") {
+			continue
 		}
+		for _, name := range names {
+			if ixk := w.Put.Index[name]; ixk.PK == pk {
+				hits = append(hits, hit{ixk.SK, w.Put.Key})
+				break
+			}
+		}
+		seen[w.Put.Key] = true
 	}
 	slices.SortStableFunc(hits, func(a, b hit) int { return strings.Compare(a.sk, b.sk) })
 
@@ -392,7 +424,7 @@ func (tx *Tx) Lookup(ctx context.Context, name IndexName, pk string) ([]Item, er
 			it = *fetched[i]
 			tx.noteRead(it)
 		}
-		if ixk := it.Index[name]; ixk.PK != pk || ixk.SK != h.sk {
+		if !keyed(it, h.sk) {
 			continue
 		}
 		out = append(out, it)

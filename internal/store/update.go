@@ -25,7 +25,10 @@ type Tx struct {
 	// expiries holds the ExpiresAt of each item with lookup keys as it
 	// was read: its entries are written again when it changes.
 	expiries map[Key]int64
-	err      error
+	// aside holds the blind writes that need not be atomic with the
+	// commit (PutAside).
+	aside []Write
+	err   error
 }
 
 func newTx(s Store) *Tx {
@@ -113,6 +116,22 @@ func (tx *Tx) PutUnconditional(it Item) {
 	tx.stage(Write{Put: &it})
 }
 
+// PutAside stages a blind write of it that need not be atomic with the
+// commit: derived data that the last writer may replace, such as the
+// memory of the latest fact reported with a key. On a store that keeps
+// lookup entries apart (EntriesApart: a transaction there costs each write
+// twice) it is written before the commit in a write of its own, and stays
+// written if the commit then fails; on any other store it joins the
+// commit. An item with lookup keys cannot be put aside (Update then fails
+// with an error wrapping ErrInvalid).
+func (tx *Tx) PutAside(it Item) {
+	if lookupKeys(it) != nil {
+		tx.fail(fmt.Errorf("%w: %s has lookup keys and cannot be put aside", ErrInvalid, it.Key))
+		return
+	}
+	tx.aside = append(tx.aside, Write{Put: &it})
+}
+
 // Delete stages a delete of key, conditional on the version read if it was
 // read, or on its continued absence if it was read as absent. The entries
 // of the lookup keys it was read with are deleted with it.
@@ -173,9 +192,12 @@ func (tx *Tx) stage(w Write) {
 // a caller that sizes its commit to MaxCommitWrites.
 func (tx *Tx) Staged() int { return len(tx.writes) }
 
-// Writes returns the staged writes, in staging order, followed by the
-// writes of the lookup entries they imply.
-func (tx *Tx) Writes() []Write { return append(slices.Clone(tx.writes), tx.entryWrites()...) }
+// Writes returns the staged writes, in staging order, then the writes put
+// aside (PutAside), followed by the writes of the lookup entries they
+// imply.
+func (tx *Tx) Writes() []Write {
+	return append(append(slices.Clone(tx.writes), tx.aside...), tx.entryWrites()...)
+}
 
 // Update runs fn in an optimistic transaction and commits what it staged,
 // atomically (the lookup entries it implies in the same commit, or around
@@ -194,7 +216,7 @@ func Update(ctx context.Context, s Store, fn func(tx *Tx) error) error {
 		if tx.err != nil {
 			return tx.err
 		}
-		if len(tx.writes) == 0 {
+		if len(tx.writes) == 0 && len(tx.aside) == 0 {
 			return nil
 		}
 		if entriesApart(s) {

@@ -19,7 +19,7 @@ import (
 //	credentials   A#<agent>    CREDS   (sealed; package credentials)
 //	expectation   A#<agent>    E#<expectationId>
 //	subject       A#<agent>    S#<type>#<id>
-//	fact memory   A#<agent>    F#<factKey>     (for lookback; expires -fact-lookback-max after its newest fact)
+//	fact memory   A#<agent>    F#<factKey>#[<type>#<id>]   (for lookback: the latest fact with the key on the subject, or naming none; expires -fact-lookback-max after it)
 //	send claim    A#<agent>    DC#<expectationId>#<replays>.<attempts>   (store.Claim; expires)
 //	circuit       A#<agent>    CIRCUIT             (package breaker; while lapse tasks to it fail; expires)
 //
@@ -31,7 +31,7 @@ import (
 //	lk1 fact key   FK#<agent>#<factKey>          <expectationId>   open, or lapsed awaiting a late fact
 //	lk2 task       TK#<agent>#<taskId>           <expectationId>   open
 //	lk3 anchor     AN#<agent>#<anchorId>         <expectationId>   open and anchored
-//	lk4 refute     RF#<agent>#<factKey>          <expectationId>   open with refutedBy
+//	lk4 refute     FK#<agent>#<factKey>          <expectationId>   open with refutedBy (lk1's partition: one read finds both)
 //
 // Global indexes (store.Indexes: GSIs on DynamoDB, read where lag only
 // delays what a reader sees):
@@ -98,10 +98,14 @@ func DeliveryClaimKey(agent, id string, replays, attempts int) store.Key {
 	return store.Key{PK: agentPK(agent), SK: fmt.Sprintf("DC#%s#%d.%d", esc(id), replays, attempts)}
 }
 
-// FactMemoryKey is the key of the memory of the facts accepted with one
-// key (expect.FactMemory).
-func FactMemoryKey(agent, factKey string) store.Key {
-	return store.Key{PK: agentPK(agent), SK: "F#" + esc(factKey)}
+// FactMemoryKey is the key of the memory of the latest fact accepted with
+// factKey on subject (nil: facts that name none; expect.FactMemory).
+func FactMemoryKey(agent, factKey string, subject *expect.Subject) store.Key {
+	sk := "F#" + esc(factKey) + "#"
+	if subject != nil {
+		sk += esc(subject.Type) + "#" + esc(subject.ID)
+	}
+	return store.Key{PK: agentPK(agent), SK: sk}
 }
 
 // SubjectKey is the key of one subject record.
@@ -113,7 +117,10 @@ func factKeyPK(agent, factKey string) string { return "FK#" + esc(agent) + "#" +
 func subjectPK(agent string, s expect.Subject) string {
 	return "SU#" + esc(agent) + "#" + esc(s.Type) + "#" + esc(s.ID)
 }
-func refutePK(agent, factKey string) string { return "RF#" + esc(agent) + "#" + esc(factKey) }
+// refutePK is factKeyPK: the refuting expectations of a key share the
+// partition of the satisfied ones, so that a fact reads them in one
+// lookup (store.Tx.LookupIn).
+func refutePK(agent, factKey string) string { return factKeyPK(agent, factKey) }
 func anchorPK(agent, id string) string      { return "AN#" + esc(agent) + "#" + esc(id) }
 func taskPK(agent, task string) string      { return "TK#" + esc(agent) + "#" + esc(task) }
 
@@ -251,14 +258,18 @@ func decodeSubject(it store.Item) (*expect.SubjectRecord, error) {
 }
 
 // factMemoryItem maps a fact memory onto its item, which expires keep
-// after its newest fact was accepted.
+// after its fact was accepted.
 func factMemoryItem(m *expect.FactMemory, keep time.Duration) (store.Item, error) {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: FactMemoryKey(m.AgentID, m.FactKey), Type: TypeFactMemory, Data: data,
-		ExpiresAt: expect.ExpiryTime(m.Newest(), keep).Unix()}, nil
+	accepted, err := expect.ParseTime(m.AcceptedAt)
+	if err != nil {
+		return store.Item{}, fmt.Errorf("fact memory %s: acceptedAt: %w", m.FactKey, err)
+	}
+	return store.Item{Key: FactMemoryKey(m.AgentID, m.FactKey, m.Subject), Type: TypeFactMemory, Data: data,
+		ExpiresAt: expect.ExpiryTime(accepted, keep).Unix()}, nil
 }
 
 func decodeFactMemory(it store.Item) (*expect.FactMemory, error) {
@@ -266,6 +277,5 @@ func decodeFactMemory(it store.Item) (*expect.FactMemory, error) {
 	if err := json.Unmarshal(it.Data, &m); err != nil {
 		return nil, fmt.Errorf("decode fact memory %s: %w", it.Key, err)
 	}
-	m.Version = it.Version
 	return &m, nil
 }

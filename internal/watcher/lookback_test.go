@@ -89,7 +89,7 @@ func TestFactBeforeTheRaise(t *testing.T) {
 	if _, err := svc.ReportFacts(ctx, "agent-1", "webhook", []expect.Fact{{FactKey: "invoice.a.paid", ObservedAt: observed}, {FactKey: "invoice.b.paid", ObservedAt: observed}}); err != nil {
 		t.Fatal(err)
 	}
-	it, err := st.Get(ctx, FactMemoryKey("agent-1", "invoice.a.paid"))
+	it, err := st.Get(ctx, FactMemoryKey("agent-1", "invoice.a.paid", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestFactMemoriesOfALargeReport(t *testing.T) {
 		if len(o.Satisfied) != 1 {
 			t.Fatalf("fact %d: %+v", i, o)
 		}
-		if _, err := st.Get(ctx, FactMemoryKey("agent-1", facts[i].FactKey)); err != nil {
+		if _, err := st.Get(ctx, FactMemoryKey("agent-1", facts[i].FactKey, nil)); err != nil {
 			t.Fatalf("fact %d not remembered: %v", i, err)
 		}
 	}

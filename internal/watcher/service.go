@@ -160,14 +160,14 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 				existing[id] = r
 			}
 		}
-		remembered := map[string]*expect.FactMemory{}
+		remembered := map[string][]*expect.FactMemory{}
 		if s.cfg.FactLookbackMax > 0 {
-			for _, key := range req.LookbackKeys() {
-				m, err := st.factMemory(key)
+			for _, lb := range req.LookbackKeys() {
+				mems, err := st.recall(lb)
 				if err != nil {
 					return err
 				}
-				remembered[key] = m
+				remembered[lb.Key] = append(remembered[lb.Key], mems...)
 			}
 		}
 		res, err := expect.Raise(card, req, existing, remembered, s.now(), s.cfg)
@@ -333,7 +333,7 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 		if len(st.dirty)+len(st.dirtySub) > store.MaxCommitWrites {
 			return errs.E(errs.Invalid, "these facts change more than %d records at once; report them in smaller batches", store.MaxCommitWrites)
 		}
-		later = st.deferFactMemories(attributed)
+		later = st.deferFactMemories()
 		return st.stage()
 	})
 	if err != nil {
@@ -356,9 +356,7 @@ func (s *Service) rememberFacts(ctx context.Context, agentID string, facts []exp
 		err := s.update(ctx, agentID, func(st *txState) error {
 			now := s.now()
 			for _, f := range part {
-				if err := st.remember(f, now); err != nil {
-					return err
-				}
+				st.remember(f, now)
 			}
 			return st.stage()
 		})
@@ -371,28 +369,22 @@ func (s *Service) rememberFacts(ctx context.Context, agentID string, facts []exp
 
 func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutcome, error) {
 	o := FactOutcome{FactKey: f.FactKey, Satisfied: []string{}}
-	candidates, err := st.lookup(lookupFactKey, factKeyPK(st.agent, f.FactKey))
+	// One read finds the expectations the key satisfies and those it
+	// refutes (their entries share a partition).
+	candidates, err := st.lookup(factKeyPK(st.agent, f.FactKey), lookupFactKey, lookupRefute)
 	if err != nil {
 		return o, err
 	}
 	var matched, refuted []*expect.Record
 	for _, r := range candidates {
-		if expect.Matches(f, r) {
+		switch {
+		case expect.Matches(f, r):
 			matched = append(matched, r)
-		}
-	}
-	refuting, err := st.lookup(lookupRefute, refutePK(st.agent, f.FactKey))
-	if err != nil {
-		return o, err
-	}
-	for _, r := range refuting {
-		if expect.Refutes(f, r) {
+		case expect.Refutes(f, r):
 			refuted = append(refuted, r)
 		}
 	}
-	if err := st.remember(f, now); err != nil {
-		return o, err
-	}
+	st.remember(f, now)
 	// Subject memory first, so lapses decided below see this fact.
 	var subs []expect.Subject
 	if f.Subject != nil {
@@ -469,7 +461,7 @@ func (s *Service) ReanchorDependents(ctx context.Context, agentID, anchorID stri
 		err := s.update(ctx, agentID, func(st *txState) error {
 			now := s.now()
 			more = false
-			deps, err := st.lookup(lookupAnchor, anchorPK(agentID, anchorID))
+			deps, err := st.lookup(anchorPK(agentID, anchorID), lookupAnchor)
 			if err != nil || len(deps) == 0 {
 				return err
 			}

@@ -108,7 +108,7 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 		err := s.update(ctx, agentID, func(st *txState) error {
 			now := s.now()
 			round, more = nil, false
-			open, err := st.lookup(lookupTask, taskPK(agentID, taskID))
+			open, err := st.lookup(taskPK(agentID, taskID), lookupTask)
 			if err != nil {
 				return err
 			}

@@ -29,10 +29,11 @@ type txState struct {
 	subjects map[expect.Subject]*expect.SubjectRecord
 	dirty    []string
 	dirtySub []expect.Subject
-	// facts caches the fact memories read (nil: none), dirtyFacts the
-	// keys of those changed; factKeep is how long one is kept.
-	facts      map[string]*expect.FactMemory
-	dirtyFacts []string
+	// facts holds the memories of the facts this commit accepted (written
+	// aside: store.Tx.PutAside), by their item key; factKeep is how long
+	// one is kept.
+	facts      map[store.Key]*expect.FactMemory
+	dirtyFacts []store.Key
 	factKeep   time.Duration
 	// now and retain stamp the expiry of what the commit makes final.
 	now    time.Time
@@ -41,7 +42,7 @@ type txState struct {
 
 func newTxState(ctx context.Context, s store.Store, tx *store.Tx, agent string, now time.Time, retain time.Duration) *txState {
 	return &txState{ctx: ctx, store: s, tx: tx, agent: agent, records: map[string]*expect.Record{}, orig: map[string]*expect.Record{}, origData: map[string][]byte{},
-		subjects: map[expect.Subject]*expect.SubjectRecord{}, facts: map[string]*expect.FactMemory{}, now: now, retain: retain}
+		subjects: map[expect.Subject]*expect.SubjectRecord{}, facts: map[store.Key]*expect.FactMemory{}, now: now, retain: retain}
 }
 
 // record returns the record with id, or nil when there is none.
@@ -113,69 +114,57 @@ func (st *txState) setSubject(r *expect.SubjectRecord) {
 	}
 }
 
-// factMemory returns the memory of the facts accepted with key, or nil.
-func (st *txState) factMemory(key string) (*expect.FactMemory, error) {
-	if m, ok := st.facts[key]; ok {
-		return m, nil
+// recall reads the memories a lookback names: the latest fact with its
+// key on its subject, and the latest naming no subject.
+func (st *txState) recall(lb expect.Lookback) ([]*expect.FactMemory, error) {
+	var out []*expect.FactMemory
+	for _, sub := range []*expect.Subject{&lb.Subject, nil} {
+		it, ok, err := st.tx.Get(st.ctx, FactMemoryKey(st.agent, lb.Key, sub))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		m, err := decodeFactMemory(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
 	}
-	it, ok, err := st.tx.Get(st.ctx, FactMemoryKey(st.agent, key))
-	if err != nil || !ok {
-		st.facts[key] = nil
-		return nil, err
-	}
-	m, err := decodeFactMemory(it)
-	if err != nil {
-		return nil, err
-	}
-	st.facts[key] = m
-	return m, nil
+	return out, nil
 }
 
 // remember records fact f (attributed) as accepted at now, for lookback;
 // nothing when lookback is off.
-func (st *txState) remember(f expect.Fact, now time.Time) error {
+func (st *txState) remember(f expect.Fact, now time.Time) {
 	if st.factKeep <= 0 {
-		return nil
+		return
 	}
-	m, err := st.factMemory(f.FactKey)
-	if err != nil {
-		return err
+	m := expect.Remember(st.agent, f, now)
+	k := FactMemoryKey(st.agent, f.FactKey, f.Subject)
+	st.facts[k] = m
+	if !slices.Contains(st.dirtyFacts, k) {
+		st.dirtyFacts = append(st.dirtyFacts, k)
 	}
-	if nm, changed := expect.Remember(m, st.agent, f, now); changed {
-		st.setFactMemory(nm)
-	}
-	return nil
 }
 
 // deferFactMemories leaves out of the commit the fact memories that do
 // not fit beside its records and subjects (store.MaxCommitWrites, with
 // room for their markers), and returns the facts whose memory is to be
 // written after it (Service.rememberFacts).
-func (st *txState) deferFactMemories(facts []expect.Fact) []expect.Fact {
+func (st *txState) deferFactMemories() []expect.Fact {
 	room := store.MaxCommitWrites - (st.writes() - len(st.dirtyFacts))
 	if len(st.dirtyFacts) <= room {
 		return nil
 	}
 	keep := max(room, 0)
-	deferred := map[string]bool{}
+	var out []expect.Fact
 	for _, k := range st.dirtyFacts[keep:] {
-		deferred[k] = true
+		out = append(out, st.facts[k].Fact)
 	}
 	st.dirtyFacts = st.dirtyFacts[:keep]
-	var out []expect.Fact
-	for _, f := range facts {
-		if deferred[f.FactKey] {
-			out = append(out, f)
-		}
-	}
 	return out
-}
-
-func (st *txState) setFactMemory(m *expect.FactMemory) {
-	st.facts[m.FactKey] = m
-	if !slices.Contains(st.dirtyFacts, m.FactKey) {
-		st.dirtyFacts = append(st.dirtyFacts, m.FactKey)
-	}
 }
 
 // writes returns how many records and subjects staging would write (their
@@ -225,12 +214,15 @@ func (st *txState) stage() error {
 		}
 		st.tx.Put(it)
 	}
+	// A fact's memory is derived data the latest report may replace: it
+	// is written aside (on DynamoDB a plain put before the transaction,
+	// not a transactional write at twice the cost).
 	for _, key := range st.dirtyFacts {
 		it, err := factMemoryItem(st.facts[key], st.factKeep)
 		if err != nil {
 			return err
 		}
-		st.tx.Put(it)
+		st.tx.PutAside(it)
 	}
 	return nil
 }
@@ -272,10 +264,11 @@ func (st *txState) hasDependents(id string) (bool, error) {
 	return false, nil
 }
 
-// lookup reads the records with key pk in a lookup index, consistently
-// (every commit before it is seen), each tracked for a compare-and-set.
-func (st *txState) lookup(name store.IndexName, pk string) ([]*expect.Record, error) {
-	items, err := st.tx.Lookup(st.ctx, name, pk)
+// lookup reads the records with key pk in lookup indexes (that share its
+// partition), consistently (every commit before it is seen), each
+// tracked for a compare-and-set.
+func (st *txState) lookup(pk string, names ...store.IndexName) ([]*expect.Record, error) {
+	items, err := st.tx.LookupIn(st.ctx, pk, names...)
 	if err != nil {
 		return nil, err
 	}

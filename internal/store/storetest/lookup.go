@@ -268,3 +268,63 @@ func testLookupOverflow(t *testing.T, s store.Store, ns string) {
 		t.Fatalf("Update of %d items = %v, want ErrTooManyWrites", store.MaxCommitWrites+1, err)
 	}
 }
+
+// testPutAside: a write put aside is committed with or without other
+// writes, blind (over any version), and one with lookup keys is refused.
+func testPutAside(t *testing.T, s store.Store, ns string) {
+	ctx := ctxT(t)
+	memo, rec := store.Key{PK: ns + "p", SK: "memo"}, store.Key{PK: ns + "p", SK: "rec"}
+	for i, withOther := range []bool{false, true, false} {
+		err := store.Update(ctx, s, func(tx *store.Tx) error {
+			tx.PutAside(item(memo.PK, memo.SK, fmt.Sprintf(`{"n":%d}`, i)))
+			if withOther {
+				tx.Put(item(rec.PK, rec.SK, `{"r":1}`))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if got := mustGet(t, s, memo); string(got.Data) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("round %d: aside item %s", i, got.Data)
+		}
+	}
+	wantVersion(t, s, rec, 1)
+	err := store.Update(ctx, s, func(tx *store.Tx) error {
+		tx.PutAside(withIndex(item(ns+"p", "keyed", `{}`), map[store.IndexName]store.IndexKey{store.LK1: {PK: ns + "FK#x", SK: "keyed"}}))
+		return nil
+	})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("put aside with lookup keys = %v, want ErrInvalid", err)
+	}
+	mustAbsent(t, s, store.Key{PK: ns + "p", SK: "keyed"})
+}
+
+// testLookupIn: two lookup indexes that share a partition are read
+// together by LookupIn, and apart by Lookup.
+func testLookupIn(t *testing.T, s store.Store, ns string) {
+	ctx := ctxT(t)
+	pk := ns + "FK#shared"
+	err := store.Update(ctx, s, func(tx *store.Tx) error {
+		tx.Put(withIndex(item(ns+"p", "sat", `"sat"`), map[store.IndexName]store.IndexKey{store.LK1: {PK: pk, SK: "sat"}}))
+		tx.Put(withIndex(item(ns+"p", "ref", `"ref"`), map[store.IndexName]store.IndexKey{store.LK4: {PK: pk, SK: "ref"}}))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookupIDs(t, s, store.LK1, pk); !slices.Equal(got, []string{`"sat"`}) {
+		t.Fatalf("Lookup lk1 = %v, want sat only", got)
+	}
+	var both []string
+	err = store.Update(ctx, s, func(tx *store.Tx) error {
+		items, err := tx.LookupIn(ctx, pk, store.LK1, store.LK4)
+		for _, it := range items {
+			both = append(both, string(it.Data))
+		}
+		return err
+	})
+	if err != nil || !slices.Equal(both, []string{`"ref"`, `"sat"`}) {
+		t.Fatalf("LookupIn lk1, lk4 = %v, %v; want ref and sat", both, err)
+	}
+}

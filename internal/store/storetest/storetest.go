@@ -52,6 +52,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"UpdateTooManyWrites", testUpdateTooManyWrites},
 		{"UpdateFnError", testUpdateFnError},
 		{"LookupEntries", testLookupEntries},
+		{"PutAside", testPutAside},
+		{"LookupIn", testLookupIn},
 		{"CheckWrite", testCheckWrite},
 		{"UpdateCheck", testUpdateCheck},
 		{"LookupOverflow", testLookupOverflow},
