@@ -83,7 +83,9 @@ func scenarioFactsBeforeTheRaiseAndRefuting(t *testing.T) {
 	time.Sleep(time.Second)
 	var out struct{ Records []expect.Record }
 	e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
-		payment("early", ts(time.Hour), func(m map[string]any) { m["satisfiedBy"] = map[string]any{"factKey": "invoice.42.early", "lookback": "PT1M"} }),
+		payment("early", ts(time.Hour), func(m map[string]any) {
+			m["satisfiedBy"] = map[string]any{"factKey": "invoice.42.early", "lookback": "PT1M"}
+		}),
 		payment("without", ts(time.Hour)),
 		payment("declinable", ts(time.Hour), func(m map[string]any) { m["refutedBy"] = map[string]any{"factKey": "invoice.42.declined"} }),
 	))).json(t, &out)

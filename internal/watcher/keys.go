@@ -117,6 +117,7 @@ func factKeyPK(agent, factKey string) string { return "FK#" + esc(agent) + "#" +
 func subjectPK(agent string, s expect.Subject) string {
 	return "SU#" + esc(agent) + "#" + esc(s.Type) + "#" + esc(s.ID)
 }
+
 // refutePK is factKeyPK: the refuting expectations of a key share the
 // partition of the satisfied ones, so that a fact reads them in one
 // lookup (store.Tx.LookupIn).
