@@ -118,6 +118,37 @@ func TestREADMEFirstSession(t *testing.T) {
 		}
 		break
 	}
+
+	// "Monitor a cron job": its three lines, in the same shell, with a
+	// backup that succeeds.
+	cron := readmeSection(t, string(readme), "Monitor a cron job")
+	cronBlocks := shellBlocks(cron)
+	if len(cronBlocks) != 1 || strings.Count(strings.TrimSpace(cronBlocks[0]), "\n") != 2 {
+		t.Fatalf("\"Monitor a cron job\" has %d sh blocks, want one of three lines:\n%q", len(cronBlocks), cronBlocks)
+	}
+	substituter(t, cron, cronBlocks)("./backup.sh", "true")
+	var hb struct {
+		Status, NextDueAt, ExpectationID string
+	}
+	pinged := sh.run(t, cronBlocks[0])
+	if i := strings.LastIndex(pinged, "{\"name\""); i < 0 || json.Unmarshal([]byte(pinged[i:]), &hb) != nil || hb.Status != "up" || hb.NextDueAt == "" || hb.ExpectationID != "hb:nightly-backup:1" {
+		t.Fatalf("the cron job's ping answered %+v:\n%s", hb, pinged)
+	}
+}
+
+// readmeSection returns the README's section under "## " + title.
+func readmeSection(t *testing.T, readme, title string) string {
+	t.Helper()
+	heading := "\n## " + title + "\n"
+	i := strings.Index(readme, heading)
+	if i < 0 {
+		t.Fatalf("README.md has no %q section", "## "+title)
+	}
+	out := readme[i+len(heading):]
+	if j := strings.Index(out, "\n## "); j >= 0 {
+		out = out[:j]
+	}
+	return out
 }
 
 // needTools skips t without one of tools (fails it when CI=true).
