@@ -89,7 +89,8 @@ type clientReport struct {
 func scenarioMCPOfficialClients(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
-	want := []string{"append_execution_event", "declare_anticipation", "get_expectation", "list_expectations", "raise_expectations", "report_facts", "withdraw_expectations"}
+	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
+		"ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "withdraw_expectations"}
 	for _, c := range mcpClients {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := c.cmd(t)
@@ -107,6 +108,12 @@ func scenarioMCPOfficialClients(t *testing.T) {
 				{Tool: "report_facts", Arguments: map[string]any{"agentId": agentID, "facts": []any{map[string]any{"factKey": "k", "observedAt": "yesterday"}}}, invalid: "facts[0].observedAt"},
 				{Tool: "withdraw_expectations", Arguments: map[string]any{"agentId": agentID, "withdraw": []string{p + "-2"}, "reason": "plan changed"}},
 				{Tool: "withdraw_expectations", Arguments: map[string]any{"agentId": agentID, "withdraw": "all"}, invalid: "withdraw"},
+				{Tool: "put_heartbeat", Arguments: map[string]any{"agentId": agentID, "name": "hb-" + p, "kind": "payment", "cron": "0 2 * * *", "timezone": "Europe/Riga"}},
+				{Tool: "put_heartbeat", Arguments: map[string]any{"agentId": agentID, "name": "hb-" + p, "kind": "payment", "every": "5 minutes"}, invalid: "every"},
+				{Tool: "ping_heartbeat", Arguments: map[string]any{"agentId": agentID, "name": "hb-" + p}},
+				{Tool: "get_heartbeat", Arguments: map[string]any{"agentId": agentID, "name": "hb-" + p}},
+				{Tool: "list_heartbeats", Arguments: map[string]any{"agentId": agentID}},
+				{Tool: "fail_heartbeat", Arguments: map[string]any{"agentId": agentID, "name": "hb-" + p}},
 				{Tool: "declare_anticipation", Arguments: json.RawMessage(variant(t, "ant-"+p, "plan-"+p))},
 				{Tool: "declare_anticipation", Arguments: json.RawMessage(variant(t, "ant-"+p+"-bad", "plan-"+p+"-bad", func(m map[string]any) {
 					m["expectations"].(map[string]any)["outcome_criteria"].([]any)[0].(map[string]any)["weight"] = 1.5
@@ -186,7 +193,7 @@ func scenarioMCPHostConfigs(t *testing.T) {
 				Tools  []string        `json:"tools"`
 				Listed json.RawMessage `json:"listed"`
 			}
-			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 7 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
+			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 12 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
 				t.Fatalf("%s: %s (%v)", host, out, err)
 			}
 		})
