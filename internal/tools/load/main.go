@@ -46,6 +46,7 @@ var (
 	concurrency  = flag.Int("c", 32, "concurrent client connections")
 	pending      = flag.Int("pending", 100000, "timers pending during the lapse-latency phase")
 	lapses       = flag.Int("lapses", 2000, "lapses measured in the lapse-latency phase")
+	lapsePrefix  = new(string)
 	openSmall    = flag.Int("open-small", 10000, "open expectations for the first fact-cost measurement")
 	openLarge    = flag.Int("open", 1000000, "open expectations for the second fact-cost measurement (0 skips)")
 	dataDir      = flag.String("data", "", "data directory (default: a temporary one)")
@@ -71,6 +72,7 @@ type runner struct {
 
 func main() {
 	flag.Parse()
+	*lapsePrefix = "l"
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -169,7 +171,11 @@ func main() {
 		fmt.Printf("\n%d pending timers raised in %.1fs, all scheduled after %.1fs; instants held in memory: %d\n", *pending, raised.Seconds(), time.Since(t0).Seconds(), a.Timers.Len())
 	}
 	if wantPhase("lapse") && !*lapseLast {
-		lapseLatency(ctx, r, a, &lateMu, &late, *pending)
+		if *heartbeats > 0 {
+			lapseLatencyAmongHeartbeats(ctx, r, a, &lateMu, &late, *pending)
+		} else {
+			lapseLatency(ctx, r, a, &lateMu, &late, *pending)
+		}
 	}
 	// Fact cost as open expectations grow.
 	open := *pending
@@ -207,7 +213,7 @@ func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex
 			req := client.RaiseRequest{TaskID: "t", ContextID: "c"}
 			for j := i; j < i+50 && j < *lapses; j++ {
 				due := start.Add(time.Duration(j) * spread / time.Duration(*lapses))
-				req.Expectations = append(req.Expectations, expectation("l", int64(j), expect.FormatTime(due)))
+				req.Expectations = append(req.Expectations, expectation(*lapsePrefix, int64(j), expect.FormatTime(due)))
 			}
 			r.c.Raise(ctx, "load", req)
 		}(i)
@@ -219,7 +225,7 @@ func lapseLatency(ctx context.Context, r *runner, a *app.App, lateMu *sync.Mutex
 	for time.Now().Before(deadline) {
 		committed = committed[:0]
 		for j := 0; j < *lapses; j++ {
-			rec, err := a.Watcher.Get(context.Background(), "load", fmt.Sprintf("l-%d", j))
+			rec, err := a.Watcher.Get(context.Background(), "load", fmt.Sprintf("%s-%d", *lapsePrefix, j))
 			if err != nil || rec.Lapse == nil {
 				break
 			}
