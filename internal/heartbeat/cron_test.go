@@ -75,3 +75,29 @@ func TestParseCronRefuses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseCron: no expression or zone panics the parser, and a schedule
+// it accepts comes after any instant it is asked about (or never within
+// five years), in order.
+func FuzzParseCron(f *testing.F) {
+	for _, s := range []string{"0 9 * * 1-5", "*/15 * * * *", "30 2 * * *", "@daily", "0 0 29 2 *", "5-55/10 1,2 */3 JAN-DEC MON-FRI", "* * * * *"} {
+		f.Add(s, "America/New_York", int64(1772960400))
+	}
+	f.Fuzz(func(t *testing.T, expr, tz string, at int64) {
+		c, err := ParseCron(expr, tz)
+		if err != nil {
+			return
+		}
+		from := time.Unix(at%(4<<30), 0).UTC()
+		next := c.Next(from)
+		if next.IsZero() {
+			return
+		}
+		if !next.After(from) {
+			t.Fatalf("%q in %q: Next(%v) = %v, not after it", expr, tz, from, next)
+		}
+		if again := c.Next(next); !again.IsZero() && !again.After(next) {
+			t.Fatalf("%q in %q: Next(%v) = %v, not after it", expr, tz, next, again)
+		}
+	})
+}
