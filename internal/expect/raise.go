@@ -34,9 +34,17 @@ type RaiseRequest struct {
 	Heartbeat bool `json:"-"`
 }
 
-// HeartbeatIDPrefix starts the expectation ids of heartbeat periods
-// (hb:<name>:<n>), which agents cannot raise themselves.
+// HeartbeatIDPrefix starts the expectation ids, fact keys and origin task
+// ids of heartbeat periods (hb:<name>:<n>), which only the heartbeat
+// routes raise, satisfy, refute or withdraw: a period closed another way
+// would leave its heartbeat watching nothing.
 const HeartbeatIDPrefix = "hb:"
+
+// IsHeartbeatID reports whether id (an expectation id, fact key or task
+// id) is reserved for heartbeats.
+func IsHeartbeatID(id string) bool { return strings.HasPrefix(id, HeartbeatIDPrefix) }
+
+const heartbeatOnly = "starts with %q, reserved for heartbeats' periods (PUT /v1/agents/{agentId}/heartbeats/{name}; ping, pause or delete the heartbeat instead)"
 
 // References returns every expectation id the raise reads: its own ids (to
 // detect retries and reuse) and the anchors, after ids and superseded ids
@@ -160,6 +168,9 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 	var c errs.Collector
 	var res RaiseResult
 	checkID(&c, "taskId", req.TaskID)
+	if IsHeartbeatID(req.TaskID) && !req.Heartbeat {
+		c.Add("taskId", heartbeatOnly, HeartbeatIDPrefix)
+	}
 	checkID(&c, "contextId", req.ContextID)
 	if req.Skill != "" {
 		checkID(&c, "skill", req.Skill)
@@ -190,8 +201,27 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 	for i, e := range req.Expectations {
 		p := fmt.Sprintf("expectations[%d]", i)
 		checkID(&c, p+".expectationId", e.ExpectationID)
-		if strings.HasPrefix(e.ExpectationID, HeartbeatIDPrefix) && !req.Heartbeat {
-			c.Add(p+".expectationId", "ids starting with %q are the periods of heartbeats (PUT /v1/agents/{agentId}/heartbeats/{name})", HeartbeatIDPrefix)
+		if !req.Heartbeat {
+			reserved := false
+			for path, id := range map[string]string{".expectationId": e.ExpectationID, ".supersedes": e.Supersedes, ".satisfiedBy.factKey": e.SatisfiedBy.FactKey} {
+				if IsHeartbeatID(id) {
+					c.Add(p+path, heartbeatOnly, HeartbeatIDPrefix)
+					reserved = true
+				}
+			}
+			if e.RefutedBy != nil && IsHeartbeatID(e.RefutedBy.FactKey) {
+				c.Add(p+".refutedBy.factKey", heartbeatOnly, HeartbeatIDPrefix)
+				reserved = true
+			}
+			for j, id := range e.After {
+				if IsHeartbeatID(id) {
+					c.Add(fmt.Sprintf("%s.after[%d]", p, j), heartbeatOnly, HeartbeatIDPrefix)
+					reserved = true
+				}
+			}
+			if reserved {
+				continue // named, and never compared with a period (which would tell it exists)
+			}
 		}
 		if _, dup := batch[e.ExpectationID]; dup && e.ExpectationID != "" {
 			c.Add(p+".expectationId", "repeats an id raised earlier in this request")
@@ -391,6 +421,8 @@ func (res *RaiseResult) replace(r *Record, inBatch bool) {
 func ValidateFact(c *errs.Collector, path string, f Fact, now time.Time, cfg Config) {
 	if f.FactKey == "" {
 		c.Add(path+".factKey", "is required")
+	} else if IsHeartbeatID(f.FactKey) {
+		c.Add(path+".factKey", heartbeatOnly+"; a heartbeat's fact is its ping", HeartbeatIDPrefix)
 	} else if len(f.FactKey) > MaxTextLen {
 		c.Add(path+".factKey", "is longer than %d bytes", MaxTextLen)
 	}

@@ -22,8 +22,13 @@ import (
 // cannot raise ids with it themselves.
 const IDPrefix = expect.HeartbeatIDPrefix
 
-// MinEvery is the shortest period a heartbeat may have.
-const MinEvery = time.Second
+// MinEvery is the shortest period a heartbeat may have; MaxSpan the
+// longest period or grace (a period's due time and grace end must stay
+// within what an expectation may ask for).
+const (
+	MinEvery = time.Second
+	MaxSpan  = 366 * 24 * time.Hour
+)
 
 // Spec is what a PUT of a heartbeat declares.
 type Spec struct {
@@ -131,6 +136,8 @@ func Put(old *Heartbeat, card expect.Card, agentID, name string, spec Spec, now 
 			c.Add("every", "%s", err.Error())
 		} else if span(d) < MinEvery {
 			c.Add("every", "must be at least %s", MinEvery)
+		} else if span(d) > MaxSpan {
+			c.Add("every", "must be at most a year (P1Y)")
 		}
 		if spec.Timezone != "" {
 			c.Add("timezone", "applies to cron only")
@@ -145,8 +152,10 @@ func Put(old *Heartbeat, card expect.Card, agentID, name string, spec Spec, now 
 		}
 	}
 	if spec.Grace != "" {
-		if _, err := expect.ParseDuration(spec.Grace); err != nil {
+		if d, err := expect.ParseDuration(spec.Grace); err != nil {
 			c.Add("grace", "%s", err.Error())
+		} else if span(d) > MaxSpan {
+			c.Add("grace", "must be at most a year (P1Y)")
 		}
 	}
 	subject := expect.Subject{Type: kind.SubjectType, ID: name}
@@ -308,6 +317,16 @@ func (hb *Heartbeat) RaiseRequest(card expect.Card, e ...expect.Expectation) exp
 	return req
 }
 
+// after reports whether t is after the heartbeat's until (no period is
+// raised due then).
+func (hb *Heartbeat) after(t time.Time) bool {
+	if hb.Until == "" {
+		return false
+	}
+	u, err := expect.ParseTime(hb.Until)
+	return err == nil && t.After(u)
+}
+
 // Signal is what a ping says.
 type Signal string
 
@@ -357,13 +376,7 @@ func Ping(hb *Heartbeat, cur *expect.Record, sig Signal, source string, now time
 	fact := func(key string) *expect.Fact {
 		return &expect.Fact{FactKey: key, ObservedAt: expect.FormatTime(now), Source: source}
 	}
-	until := func(t time.Time) bool {
-		if hb.Until == "" {
-			return false
-		}
-		u, err := expect.ParseTime(hb.Until)
-		return err == nil && t.After(u)
-	}
+	until := hb.after
 	next := func(due time.Time, grace string) expect.Expectation {
 		out.Period++
 		out.Current = out.periodID(out.Period)
@@ -379,8 +392,12 @@ func Ping(hb *Heartbeat, cur *expect.Record, sig Signal, source string, now time
 			ch.Raise = append(ch.Raise, next(due, hb.Grace))
 		}
 	case Start:
+		due := out.runDue(now)
+		if until(due) {
+			break // no period after until: the run is not watched
+		}
 		out.StartedAt = expect.FormatTime(now)
-		e := next(out.runDue(now), "")
+		e := next(due, "")
 		if open {
 			if cur.Lineage < cfg.MaxLineage {
 				e.Supersedes = cur.Expectation.ExpectationID
@@ -396,6 +413,8 @@ func Ping(hb *Heartbeat, cur *expect.Record, sig Signal, source string, now time
 			ch.Fact, ch.FactOn = fact(FailKey(cur.Expectation.ExpectationID)), cur.Expectation.ExpectationID
 		case cur != nil && cur.State == expect.StateLapsed:
 			// Down already: the failure is recorded, nothing lapses again.
+		case until(now):
+			// Past until: nothing is watched, so nothing lapses.
 		default:
 			e := next(now.Add(time.Second), hb.Grace)
 			ch.Raise = append(ch.Raise, e)
@@ -435,7 +454,7 @@ func Resume(hb *Heartbeat, now time.Time) Change {
 	out.Paused = false
 	out.UpdatedAt = expect.FormatTime(now)
 	ch := Change{Heartbeat: &out}
-	if due := out.nextDue(now); !due.IsZero() {
+	if due := out.nextDue(now); !due.IsZero() && !out.after(due) {
 		out.Period++
 		out.Current = out.periodID(out.Period)
 		ch.Raise = append(ch.Raise, out.period(out.Period, due, hb.Grace))

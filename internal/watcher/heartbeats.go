@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/errs"
@@ -21,13 +22,29 @@ func HeartbeatKey(agent, name string) store.Key {
 	return store.Key{PK: agentPK(agent), SK: "HB#" + esc(name)}
 }
 
+// DeletedHeartbeatKey is the key of what is left of a deleted heartbeat:
+// its period count, so that one put again under the name never reuses a
+// period id. (Apart from HB#, so listings never page over it.)
+func DeletedHeartbeatKey(agent, name string) store.Key {
+	return store.Key{PK: agentPK(agent), SK: "HBD#" + esc(name)}
+}
+
 func heartbeatItem(hb *heartbeat.Heartbeat) (store.Item, error) {
 	data, err := json.Marshal(hb)
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: HeartbeatKey(hb.AgentID, hb.Name), Type: TypeHeartbeat, Data: data}, nil
+	key := HeartbeatKey(hb.AgentID, hb.Name)
+	if hb.Deleted {
+		key = DeletedHeartbeatKey(hb.AgentID, hb.Name)
+	}
+	return store.Item{Key: key, Type: TypeHeartbeat, Data: data}, nil
 }
+
+// errPeriodRaced is returned inside a heartbeat change when the period it
+// would raise exists already: a concurrent ping raised it after this one
+// read the heartbeat. The change runs again on fresh reads.
+var errPeriodRaced = errors.New("a concurrent change raised the heartbeat's next period")
 
 func decodeHeartbeat(it store.Item) (*heartbeat.Heartbeat, error) {
 	var hb heartbeat.Heartbeat
@@ -45,7 +62,11 @@ func errNoHeartbeat(agentID, name string) error {
 // heartbeat reads a heartbeat in the transaction (nil when there is none)
 // and its current period (nil when none).
 func (st *txState) heartbeat(name string) (*heartbeat.Heartbeat, *expect.Record, error) {
-	it, ok, err := st.tx.Get(st.ctx, HeartbeatKey(st.agent, name))
+	return st.heartbeatAt(HeartbeatKey(st.agent, name))
+}
+
+func (st *txState) heartbeatAt(key store.Key) (*heartbeat.Heartbeat, *expect.Record, error) {
+	it, ok, err := st.tx.Get(st.ctx, key)
 	if err != nil || !ok {
 		return nil, nil, err
 	}
@@ -73,6 +94,15 @@ func (s *Service) PutHeartbeat(ctx context.Context, agentID, name string, spec h
 		old, cur, err := st.heartbeat(name)
 		if err != nil {
 			return err
+		}
+		if old == nil {
+			// Deleted before: its period count carries on.
+			if old, _, err = st.heartbeatAt(DeletedHeartbeatKey(agentID, name)); err != nil {
+				return err
+			}
+			if old != nil {
+				st.tx.Delete(DeletedHeartbeatKey(agentID, name))
+			}
 		}
 		created = old == nil || old.Deleted
 		if old != nil && old.Same(spec, card) {
@@ -202,6 +232,10 @@ func (s *Service) DeleteHeartbeat(ctx context.Context, agentID, name string) err
 // changeHeartbeat runs one heartbeat operation as a read-modify-write of
 // the heartbeat, its current period and what the operation raises.
 func (s *Service) changeHeartbeat(ctx context.Context, agentID, name string, op func(*heartbeat.Heartbeat, *expect.Record, time.Time) (heartbeat.Change, error)) (heartbeat.View, error) {
+	return s.changeHeartbeatAttempt(ctx, agentID, name, op, 0)
+}
+
+func (s *Service) changeHeartbeatAttempt(ctx context.Context, agentID, name string, op func(*heartbeat.Heartbeat, *expect.Record, time.Time) (heartbeat.Change, error), attempt int) (heartbeat.View, error) {
 	card, err := s.Card(ctx, agentID)
 	if err != nil {
 		return heartbeat.View{}, err
@@ -233,6 +267,11 @@ func (s *Service) changeHeartbeat(ctx context.Context, agentID, name string, op 
 		view = heartbeat.Describe(ch.Heartbeat, now, st.now)
 		return nil
 	})
+	if errors.Is(err, errPeriodRaced) && attempt < 32 {
+		// A concurrent ping committed between this one's reads: run again.
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		return s.changeHeartbeatAttempt(ctx, agentID, name, op, attempt+1)
+	}
 	if err != nil {
 		return heartbeat.View{}, internal(err)
 	}
@@ -260,6 +299,9 @@ func (s *Service) applyHeartbeat(st *txState, card expect.Card, ch heartbeat.Cha
 		}
 	}
 	if len(ch.Raise) > 0 {
+		if _, ok := card.Kind(hb.Kind); !ok {
+			return errs.E(errs.Conflict, "heartbeat %q's kind %q is no longer declared on the agent card: PUT the heartbeat again with a kind the card declares", hb.Name, hb.Kind)
+		}
 		req := hb.RaiseRequest(card, ch.Raise...)
 		existing := map[string]*expect.Record{}
 		for _, id := range req.References() {
@@ -269,6 +311,11 @@ func (s *Service) applyHeartbeat(st *txState, card expect.Card, ch heartbeat.Cha
 			}
 			if r != nil {
 				existing[id] = r
+			}
+		}
+		for _, e := range ch.Raise {
+			if existing[e.ExpectationID] != nil {
+				return errPeriodRaced
 			}
 		}
 		res, err := expect.Raise(card, req, existing, nil, now, s.cfg)
@@ -308,6 +355,14 @@ func (s *Service) applyHeartbeat(st *txState, card expect.Card, ch heartbeat.Cha
 	it, err := heartbeatItem(hb)
 	if err != nil {
 		return err
+	}
+	if hb.Deleted {
+		// Gone from its key; its period count is kept apart (read first,
+		// so that the put is a compare-and-set on what is there).
+		if _, _, err := st.tx.Get(st.ctx, it.Key); err != nil {
+			return err
+		}
+		st.tx.Delete(HeartbeatKey(hb.AgentID, hb.Name))
 	}
 	st.tx.Put(it)
 	return st.stage()

@@ -509,6 +509,8 @@ func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, re
 	for i, id := range ids {
 		if msg := expect.ValidID(id); msg != "" {
 			c.Add(fmt.Sprintf("withdraw[%d]", i), "%s", msg)
+		} else if expect.IsHeartbeatID(id) {
+			c.Add(fmt.Sprintf("withdraw[%d]", i), "is a heartbeat's period: pause or delete the heartbeat instead")
 		}
 	}
 	if len(reason) > expect.MaxTextLen {

@@ -86,6 +86,10 @@ func errTaskCanceled(taskID string) error {
 // taskID, because the task was canceled, and refuses later raises for it
 // (Raise). It returns the withdrawn records.
 func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*expect.Record, error) {
+	if expect.IsHeartbeatID(taskID) {
+		return nil, errs.Fields("invalid cancellation", []errs.FieldError{{Path: "taskId",
+			Message: fmt.Sprintf("starts with %q, the origin of a heartbeat's periods, which only pausing or deleting the heartbeat ends", expect.HeartbeatIDPrefix)}})
+	}
 	// The task is marked canceled first, in a commit of its own, so that
 	// a raise for it either committed before the lookup below (which
 	// finds it) or reaches the change feed after the mark (which
