@@ -185,6 +185,10 @@ func Start(cfg Config) (*App, error) {
 		}
 		sender = a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: a.Credentials})
 	}
+	// The same client asks watched tasks' agents about them.
+	if tr, ok := sender.(watcher.TaskReader); ok {
+		a.Watcher.SetTaskReader(tr)
+	}
 	oopt := cfg.Outbox
 	oopt.Silenced = func(ctx context.Context, rec *expect.Record) (string, error) {
 		return a.Notify.SilencedLapseTask(ctx, rec)

@@ -513,7 +513,11 @@ func (r *Runtime) startWorkers() {
 	if client == nil {
 		client = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
 	}
-	r.Outbox = outbox.New(r.Watcher, a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials}),
+	sender := a2aout.NewSender(a2aout.Options{HTTPClient: client, Credentials: r.Credentials})
+	// The same client asks watched tasks' agents about them (the clock's
+	// ticks of expectations with watchTask).
+	r.Watcher.SetTaskReader(sender)
+	r.Outbox = outbox.New(r.Watcher, sender,
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, MaxBackoff: cfg.DeliveryMaxWait, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
 			Metrics: cfg.Metrics, ClaimSends: true, /* function instances apart may attempt one lapse at once */
 			Silenced: func(ctx context.Context, rec *expect.Record) (string, error) {

@@ -128,6 +128,10 @@ func (r *Record) Clone() *Record {
 		rb := *r.Expectation.RefutedBy
 		c.Expectation.RefutedBy = &rb
 	}
+	if r.Expectation.WatchTask != nil {
+		w := *r.Expectation.WatchTask
+		c.Expectation.WatchTask = &w
+	}
 	c.Expectation.After = slices.Clone(r.Expectation.After)
 	return &c
 }

@@ -265,6 +265,10 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 			}
 			checkLookback(&c, p+".refutedBy.lookback", rb.Lookback, cfg)
 		}
+		if w := e.WatchTask; w != nil {
+			checkID(&c, p+".watchTask.agentId", w.AgentID)
+			checkID(&c, p+".watchTask.taskId", w.TaskID)
+		}
 		due, dueOK := checkInstant(&c, p+".dueAt", e.DueAt, now, cfg)
 		if e.Grace != "" {
 			checkDuration(&c, p+".grace", e.Grace)

@@ -39,6 +39,15 @@ type RefutedBy struct {
 	Lookback string `json:"lookback,omitempty"`
 }
 
+// WatchTask (an extension field) names a task of a registered A2A agent
+// that the expectation waits on: the watcher asks that agent for the
+// task at the expectation's due and grace instants, and the task
+// completed satisfies it, failed, rejected or canceled refutes it.
+type WatchTask struct {
+	AgentID string `json:"agentId"`
+	TaskID  string `json:"taskId"`
+}
+
 // Anchor makes an expectation's current due time follow another
 // expectation's satisfaction: anchor.observedAt + Offset.
 type Anchor struct {
@@ -55,6 +64,7 @@ type Expectation struct {
 	Expects       string      `json:"expects"`
 	SatisfiedBy   SatisfiedBy `json:"satisfiedBy"`
 	RefutedBy     *RefutedBy  `json:"refutedBy,omitempty"`
+	WatchTask     *WatchTask  `json:"watchTask,omitempty"`
 	DueAt         string      `json:"dueAt"`
 	Grace         string      `json:"grace,omitempty"`
 	Anchor        *Anchor     `json:"anchor,omitempty"`

@@ -331,6 +331,9 @@ func (h *Handler) a2a(w http.ResponseWriter, r *http.Request) error {
 	res := a2aResult{TaskID: taskID, Raised: []*expect.Record{}, Facts: []factOutcomeJSON{}, Withdrawn: []*expect.Record{}, Canceled: []*expect.Record{}}
 	if len(raise.Expectations) > 0 {
 		raise.TaskID, raise.ContextID = taskID, contextID
+		if err := mayWatch(ctx, raise); err != nil {
+			return err
+		}
 		recs, err := h.Watcher.Raise(ctx, agentID, raise)
 		if err != nil {
 			return err

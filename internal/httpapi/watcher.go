@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,8 +83,25 @@ func (h *Handler) raise(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) raiseOp(ctx context.Context, in *raiseArgs) (recordsResponse, error) {
+	if err := mayWatch(ctx, in.RaiseRequest); err != nil {
+		return recordsResponse{}, err
+	}
 	recs, err := h.Watcher.Raise(ctx, in.AgentID, in.RaiseRequest)
 	return recordsResponse{Records: recs}, err
+}
+
+// mayWatch refuses (403, naming the field) an expectation whose watchTask
+// names an agent the caller may not act for: asking an agent about its
+// tasks uses that agent's credentials.
+func mayWatch(ctx context.Context, req expect.RaiseRequest) error {
+	p := PrincipalOf(ctx)
+	for i, e := range req.Expectations {
+		if w := e.WatchTask; w != nil && w.AgentID != "" && !p.ActsFor(w.AgentID) {
+			return &errs.Error{Code: errs.Forbidden, Message: fmt.Sprintf("token may not act for agent %q", w.AgentID),
+				Fields: []errs.FieldError{{Path: fmt.Sprintf("expectations[%d].watchTask.agentId", i), Message: "names an agent this token may not act for"}}}
+		}
+	}
+	return nil
 }
 
 type getArgs struct {

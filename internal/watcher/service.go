@@ -35,6 +35,8 @@ type Service struct {
 	metrics metrics.Recorder
 	// markEffects: see MarkEffects.
 	markEffects bool
+	// tasks asks watched tasks' agents about them (SetTaskReader).
+	tasks TaskReader
 }
 
 type cachedCard struct {
@@ -145,6 +147,9 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkWatched(ctx, req); err != nil {
+		return nil, err
+	}
 	var out []*expect.Record
 	err = s.update(ctx, agentID, func(st *txState) error {
 		existing := map[string]*expect.Record{}
@@ -206,6 +211,25 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 		return nil, internal(err)
 	}
 	return out, nil
+}
+
+// checkWatched refuses a raise whose watchTask names an agent with no
+// card (Invalid, naming the field): its tasks could not be asked about.
+// Whether the caller may act for that agent is the edge's to check.
+func (s *Service) checkWatched(ctx context.Context, req expect.RaiseRequest) error {
+	var c errs.Collector
+	for i, e := range req.Expectations {
+		w := e.WatchTask
+		if w == nil || expect.ValidID(w.AgentID) != "" {
+			continue
+		}
+		if _, err := s.Card(ctx, w.AgentID); errs.Is(err, errs.NotFound) {
+			c.Add(fmt.Sprintf("expectations[%d].watchTask.agentId", i), "names no registered agent (%q): PUT its card first", w.AgentID)
+		} else if err != nil {
+			return err
+		}
+	}
+	return c.Err("invalid expectations")
 }
 
 // Get returns one expectation record, or a NotFound error.
@@ -426,24 +450,36 @@ func (s *Service) applyFact(st *txState, f expect.Fact, now time.Time) (FactOutc
 		o.Satisfied = append(o.Satisfied, r.Expectation.ExpectationID)
 	}
 	for i, r := range matched {
-		sub, err := st.subject(r.Expectation.Subject)
-		if err != nil {
+		if err := st.skipPredecessors(r, effects[i].SkipCheck, now); err != nil {
 			return o, err
-		}
-		for _, pid := range effects[i].SkipCheck {
-			p, err := st.record(pid)
-			if err != nil {
-				return o, err
-			}
-			if p == nil || !expect.AnchoredOn(r, p) {
-				continue // none, or a later expectation of an id that expired
-			}
-			if np, changed := expect.Skip(p, []string{r.Expectation.ExpectationID}, sub, now); changed {
-				st.set(np)
-			}
 		}
 	}
 	return o, nil
+}
+
+// skipPredecessors lapses "skipped" the open predecessors (preds, its
+// "after" ids) of record r, which was just satisfied.
+func (st *txState) skipPredecessors(r *expect.Record, preds []string, now time.Time) error {
+	if len(preds) == 0 {
+		return nil
+	}
+	sub, err := st.subject(r.Expectation.Subject)
+	if err != nil {
+		return err
+	}
+	for _, pid := range preds {
+		p, err := st.record(pid)
+		if err != nil {
+			return err
+		}
+		if p == nil || !expect.AnchoredOn(r, p) {
+			continue // none, or a later expectation of an id that expired
+		}
+		if np, changed := expect.Skip(p, []string{r.Expectation.ExpectationID}, sub, now); changed {
+			st.set(np)
+		}
+	}
+	return nil
 }
 
 // ReanchorDependents moves the due time of every open expectation anchored

@@ -13,10 +13,16 @@ import (
 // Tick evaluates one record against the watcher's clock, for an instant
 // that has come. Early, repeated or stale instants change nothing.
 func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
-	err := s.update(ctx, in.AgentID, func(st *txState) error {
+	err := s.updateAsking(ctx, in.AgentID, func(st *txState, ans answers, need *[]*expect.Record) error {
 		r, err := st.record(in.ExpectationID)
 		if err != nil || r == nil || r.State != expect.StateOpen {
 			return err
+		}
+		if handled, err := s.watchedTick(st, r, in, ans, need, s.now()); err != nil || handled {
+			if err != nil {
+				return err
+			}
+			return st.stage()
 		}
 		sub, err := st.subject(r.Expectation.Subject)
 		if err != nil {
@@ -93,7 +99,7 @@ func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.I
 			part := list[:min(chunk, len(list))]
 			list = list[len(part):]
 			var early []expect.Instant
-			err := s.update(ctx, agent, func(st *txState) error {
+			err := s.updateAsking(ctx, agent, func(st *txState, ans answers, need *[]*expect.Record) error {
 				early = early[:0]
 				now := s.now()
 				for _, in := range part {
@@ -102,6 +108,11 @@ func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.I
 						return err
 					}
 					if r == nil || r.State != expect.StateOpen {
+						continue
+					}
+					if handled, err := s.watchedTick(st, r, in, ans, need, now); err != nil {
+						return err
+					} else if handled {
 						continue
 					}
 					sub, err := st.subject(r.Expectation.Subject)

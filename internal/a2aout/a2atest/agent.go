@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
@@ -82,6 +83,8 @@ type Agent struct {
 	changed                    chan struct{}
 	security                   []Security
 	refused                    int
+	// seq numbers the messages the agent sends itself (StartTask).
+	seq int
 }
 
 // NewAgent starts an agent speaking version ("1.0" or "0.3") on 127.0.0.1
@@ -359,14 +362,26 @@ type executor struct {
 	agent *Agent
 }
 
-// Execute implements a2asrv.AgentExecutor.
+// Execute implements a2asrv.AgentExecutor. Besides lapse messages (each
+// a task completed at once), it runs the tasks StartTask starts: a message
+// "hold" leaves its task waiting for input, and a follow-up "complete",
+// "fail" or "reject" ends it so (FinishTask).
 func (e *executor) Execute(ctx context.Context, execCtx *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		e.agent.record(execCtx)
+		text := messageText(execCtx.Message)
+		held := text == holdText || execCtx.StoredTask != nil && slices.Contains([]string{"complete", "fail", "reject"}, text)
+		if !held {
+			e.agent.record(execCtx)
+		}
 		if execCtx.StoredTask == nil {
 			if !yield(a2a.NewSubmittedTask(execCtx, execCtx.Message), nil) {
 				return
 			}
+		}
+		if held {
+			state := map[string]a2a.TaskState{holdText: a2a.TaskStateInputRequired, "complete": a2a.TaskStateCompleted, "fail": a2a.TaskStateFailed, "reject": a2a.TaskStateRejected}[text]
+			yield(a2a.NewStatusUpdateEvent(execCtx, state, nil), nil)
+			return
 		}
 		reply := a2a.NewMessageForTask(a2a.MessageRoleAgent, execCtx, a2a.NewTextPart("lapse handled"))
 		yield(a2a.NewStatusUpdateEvent(execCtx, a2a.TaskStateCompleted, reply), nil)
@@ -378,4 +393,97 @@ func (e *executor) Cancel(ctx context.Context, execCtx *a2asrv.ExecutorContext) 
 	return func(yield func(a2a.Event, error) bool) {
 		yield(a2a.NewStatusUpdateEvent(execCtx, a2a.TaskStateCanceled, nil), nil)
 	}
+}
+
+// holdText is the message that starts a held task (StartTask).
+const holdText = "hold"
+
+func messageText(m *a2a.Message) string {
+	if m == nil {
+		return ""
+	}
+	var text []string
+	for _, p := range m.Parts {
+		if p != nil && p.Text() != "" {
+			text = append(text, p.Text())
+		}
+	}
+	return strings.Join(text, "\n")
+}
+
+// StartTask has the agent start a task that waits for input (a message
+// "hold" sent as any client would) and returns its id: a task another
+// agent can watch, which FinishTask ends. Such messages are not counted
+// in Received.
+func (a *Agent) StartTask(t testing.TB) string {
+	t.Helper()
+	return a.message(t, "", holdText)
+}
+
+// FinishTask ends a task StartTask started: outcome "complete", "fail" or
+// "reject".
+func (a *Agent) FinishTask(t testing.TB, taskID, outcome string) {
+	t.Helper()
+	if got := a.message(t, taskID, outcome); got != taskID {
+		t.Fatalf("a2atest: finishing task %s answered task %q", taskID, got)
+	}
+}
+
+// message sends one user message with text to the agent's own endpoint,
+// in its protocol version's JSON-RPC (as a client would), continuing task
+// taskID when set, and returns the task id of the answer.
+func (a *Agent) message(t testing.TB, taskID, text string) string {
+	t.Helper()
+	a.mu.Lock()
+	a.seq++
+	id := fmt.Sprintf("a2atest-%d", a.seq)
+	a.mu.Unlock()
+	var body map[string]any
+	if a.version == "0.3" {
+		msg := map[string]any{"kind": "message", "messageId": id, "role": "user", "parts": []any{map[string]any{"kind": "text", "text": text}}}
+		if taskID != "" {
+			msg["taskId"] = taskID
+		}
+		body = map[string]any{"jsonrpc": "2.0", "id": id, "method": "message/send", "params": map[string]any{"message": msg}}
+	} else {
+		msg := map[string]any{"messageId": id, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+		if taskID != "" {
+			msg["taskId"] = taskID
+		}
+		body = map[string]any{"jsonrpc": "2.0", "id": id, "method": "SendMessage", "params": map[string]any{"message": msg}}
+	}
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, a.URL(), bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	if a.version == "0.3" {
+		req.Header.Set("A2A-Version", "0.3")
+	} else {
+		req.Header.Set("A2A-Version", "1.0")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a2atest: message to the agent: %v", err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	var rr struct {
+		Result map[string]any  `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(out, &rr); err != nil || rr.Result == nil {
+		t.Fatalf("a2atest: message to the agent answered %d %s", res.StatusCode, out)
+	}
+	// 0.3: the task itself; 1.0: {"task": {...}} or the task.
+	task := rr.Result
+	if inner, ok := rr.Result["task"].(map[string]any); ok {
+		task = inner
+	}
+	got, _ := task["id"].(string)
+	if got == "" {
+		got, _ = task["taskId"].(string)
+	}
+	if got == "" {
+		t.Fatalf("a2atest: the agent's answer names no task: %s", out)
+	}
+	return got
 }
