@@ -22,6 +22,14 @@ type SatisfiedBy struct {
 	Lookback string `json:"lookback,omitempty"`
 }
 
+// WatchTask names another registered agent's A2A task an expectation
+// waits on: completed satisfies it, failed, rejected or canceled refutes
+// it. The token must act for that agent.
+type WatchTask struct {
+	AgentID string `json:"agentId"`
+	TaskID  string `json:"taskId"`
+}
+
 // RefutedBy names the fact key that lapses an open expectation at once
 // with lapse "refuted" ("the payment was declined").
 type RefutedBy struct {
@@ -44,6 +52,7 @@ type Expectation struct {
 	Expects       string      `json:"expects"`
 	SatisfiedBy   SatisfiedBy `json:"satisfiedBy"`
 	RefutedBy     *RefutedBy  `json:"refutedBy,omitempty"`
+	WatchTask     *WatchTask  `json:"watchTask,omitempty"`
 	DueAt         string      `json:"dueAt"`
 	Grace         string      `json:"grace,omitempty"`
 	Anchor        *Anchor     `json:"anchor,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/heartbeat"
 )
@@ -112,4 +113,62 @@ func scenarioFactsBeforeTheRaiseAndRefuting(t *testing.T) {
 	if text := msgs[0].Text; !strings.Contains(text, "refuted") {
 		t.Errorf("the lapse task's text does not say it was refuted: %q", text)
 	}
+}
+
+// scenarioWatchedTasks: expectations wait on another registered agent's
+// A2A task (watchTask): at the due instant the watcher asks that agent
+// (an SDK agent of each version), and the task completed satisfies one,
+// failed refutes one (its lapse task follows), still running lets one
+// lapse overdue; a token that may not act for the watched agent cannot
+// watch it, and an unregistered agent is named as such.
+func scenarioWatchedTasks(t *testing.T) {
+	for _, v := range []string{"1.0", "0.3"} {
+		t.Run("A2A "+v, func(t *testing.T) {
+			e := startEnv(t)
+			ag := register(t, e, v)
+			remote := a2atest.NewAgent(t, v)
+			e.must(200, e.call("PUT", "/v1/agents/agent-remote", remote.Card()))
+			done, failed, running := remote.StartTask(t), remote.StartTask(t), remote.StartTask(t)
+			watch := func(id, task string, mut ...func(map[string]any)) map[string]any {
+				return payment(id, ts(1500*time.Millisecond), append([]func(map[string]any){func(m map[string]any) {
+					m["watchTask"] = map[string]any{"agentId": "agent-remote", "taskId": task}
+				}}, mut...)...)
+			}
+			hasErrorPath(t, e.must(400, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+				payment("nobody", ts(time.Hour), func(m map[string]any) { m["watchTask"] = map[string]any{"agentId": "agent-nobody", "taskId": "t"} })))),
+				"expectations[0].watchTask.agentId")
+			e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(
+				watch("w-done", done), watch("w-failed", failed, func(m map[string]any) { m["refutedBy"] = map[string]any{"factKey": "remote.failed"} }), watch("w-running", running))))
+			remote.FinishTask(t, done, "complete")
+			remote.FinishTask(t, failed, "fail")
+			sat := e.waitRecord(agentID, "w-done", func(r *expect.Record) bool { return r.State != expect.StateOpen })
+			if sat.State != expect.StateSatisfied || sat.SatisfiedBy.Source != "a2a-task:agent-remote/"+done || sat.Late {
+				t.Fatalf("the completed task's expectation: %+v (fact %+v)", sat, sat.SatisfiedBy)
+			}
+			ref := e.waitRecord(agentID, "w-failed", func(r *expect.Record) bool { return r.LapseTaskID != "" })
+			if ref.Lapse.Lapse != expect.Refuted || ref.Lapse.RefutedBy.FactKey != "remote.failed" {
+				t.Fatalf("the failed task's expectation: %+v", ref.Lapse)
+			}
+			over := e.waitRecord(agentID, "w-running", func(r *expect.Record) bool { return r.LapseTaskID != "" })
+			if over.Lapse.Lapse != expect.Overdue {
+				t.Fatalf("the running task's expectation: %+v", over.Lapse)
+			}
+			if n := len(ag.WaitFor(2, 10*time.Second)); n != 2 {
+				t.Fatalf("the agent received %d lapse tasks, want 2", n)
+			}
+		})
+	}
+}
+
+// scenarioWatchedTasksTenancy: a tenant cannot watch the tasks of an agent
+// it may not act for (403 naming the field), through the route, the MCP
+// tool or an A2A push.
+func scenarioWatchedTasksTenancy(t *testing.T) {
+	e := startEnv(t)
+	register(t, e, "1.0")
+	registerAs(t, e, "agent-b")
+	body := raiseBody(payment("spy", ts(time.Hour), func(m map[string]any) {
+		m["watchTask"] = map[string]any{"agentId": agentID, "taskId": "their-task"}
+	}))
+	hasErrorPath(t, e.must(403, e.call("POST", "/v1/agents/agent-b/expectations", body, tenantB)), "expectations[0].watchTask.agentId")
 }

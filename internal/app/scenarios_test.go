@@ -34,6 +34,8 @@ var scenarios = []struct {
 	{"OverdueLapseTask", scenarioOverdueLapseTask},
 	{"Heartbeats", scenarioHeartbeats},
 	{"FactsBeforeTheRaiseAndRefuting", scenarioFactsBeforeTheRaiseAndRefuting},
+	{"WatchedTasks", scenarioWatchedTasks},
+	{"WatchedTasksTenancy", scenarioWatchedTasksTenancy},
 	{"FactsExactMatchSourceLateAndIdempotent", scenarioFactsExactMatchSourceLateAndIdempotent},
 	{"SkippedLapse", scenarioSkippedLapse},
 	{"StalledLapse", scenarioStalledLapse},
