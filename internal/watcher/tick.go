@@ -13,12 +13,12 @@ import (
 // Tick evaluates one record against the watcher's clock, for an instant
 // that has come. Early, repeated or stale instants change nothing.
 func (s *Service) Tick(ctx context.Context, in expect.Instant) error {
-	err := s.updateAsking(ctx, in.AgentID, func(st *txState, ans answers, need *[]*expect.Record) error {
+	err := s.updateAsking(ctx, in.AgentID, func(st *txState, ans answers, final bool, need *[]*expect.Record) error {
 		r, err := st.record(in.ExpectationID)
 		if err != nil || r == nil || r.State != expect.StateOpen {
 			return err
 		}
-		if handled, err := s.watchedTick(st, r, in, ans, need, s.now()); err != nil || handled {
+		if handled, err := s.watchedTick(st, r, in, ans, final, need, s.now()); err != nil || handled {
 			if err != nil {
 				return err
 			}
@@ -93,49 +93,93 @@ func (s *Service) TickDue(ctx context.Context, ins []expect.Instant) ([]expect.I
 	if s.markEffects {
 		chunk = store.MaxCommitWrites / 3
 	}
+	// tickPart evaluates one agent's instants in one commit, with the
+	// answers of watched tasks asked so far; the records whose task is
+	// still to be asked about are left for later (need).
+	tickPart := func(agent string, part []expect.Instant, ans answers, final bool) (early []expect.Instant, need []*expect.Record, err error) {
+		err = s.update(ctx, agent, func(st *txState) error {
+			early, need = early[:0], need[:0]
+			now := s.now()
+			for _, in := range part {
+				r, err := st.record(in.ExpectationID)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.State != expect.StateOpen {
+					continue
+				}
+				if handled, err := s.watchedTick(st, r, in, ans, final, &need, now); err != nil {
+					return err
+				} else if handled {
+					continue
+				}
+				sub, err := st.subject(r.Expectation.Subject)
+				if err != nil {
+					return err
+				}
+				nr, changed, err := tickRecord(st, r, sub, now)
+				if err != nil {
+					return err
+				}
+				if changed {
+					st.set(nr)
+				}
+				if expect.NotYet(nr, in, now) {
+					early = append(early, in)
+				}
+			}
+			return st.stage()
+		})
+		return early, need, err
+	}
+	// Every record whose instant asks nothing of an agent is evaluated
+	// first; the watched tasks of the others are then asked about all at
+	// once, outside any transaction, and their records evaluated with the
+	// answers. So an agent slow to answer delays only the expectations
+	// that watch its tasks.
+	type later struct {
+		agent string
+		part  []expect.Instant
+	}
+	var again []later
+	var asks []*expect.Record
 	for _, agent := range order {
 		list := byAgent[agent]
 		for len(list) > 0 {
 			part := list[:min(chunk, len(list))]
 			list = list[len(part):]
-			var early []expect.Instant
-			err := s.updateAsking(ctx, agent, func(st *txState, ans answers, need *[]*expect.Record) error {
-				early = early[:0]
-				now := s.now()
-				for _, in := range part {
-					r, err := st.record(in.ExpectationID)
-					if err != nil {
-						return err
-					}
-					if r == nil || r.State != expect.StateOpen {
-						continue
-					}
-					if handled, err := s.watchedTick(st, r, in, ans, need, now); err != nil {
-						return err
-					} else if handled {
-						continue
-					}
-					sub, err := st.subject(r.Expectation.Subject)
-					if err != nil {
-						return err
-					}
-					nr, changed, err := tickRecord(st, r, sub, now)
-					if err != nil {
-						return err
-					}
-					if changed {
-						st.set(nr)
-					}
-					if expect.NotYet(nr, in, now) {
-						early = append(early, in)
-					}
-				}
-				return st.stage()
-			})
+			early, need, err := tickPart(agent, part, nil, false)
 			if err != nil {
 				return nil, internal(err)
 			}
 			notYet = append(notYet, early...)
+			if len(need) > 0 {
+				again = append(again, later{agent, part})
+				asks = append(asks, need...)
+			}
+		}
+	}
+	if len(again) == 0 {
+		return notYet, nil
+	}
+	ans := answers{}
+	s.ask(ctx, asks, ans)
+	seen := map[expect.Instant]bool{}
+	for _, in := range notYet {
+		seen[in] = true
+	}
+	for _, l := range again {
+		// The records ticked in the first pass are unchanged by this one
+		// (a repeated instant changes nothing).
+		early, _, err := tickPart(l.agent, l.part, ans, true)
+		if err != nil {
+			return nil, internal(err)
+		}
+		for _, in := range early {
+			if !seen[in] {
+				seen[in] = true
+				notYet = append(notYet, in)
+			}
 		}
 	}
 	return notYet, nil

@@ -43,13 +43,17 @@ func watchSource(w *expect.WatchTask) string { return "a2a-task:" + w.AgentID + 
 // (completed: satisfied; failed, rejected, canceled: refuted), or leaves
 // the instant to tickRecord when the task is still running or the agent
 // gave no usable answer. need collects the records whose task is to be
-// asked about first.
-func (s *Service) watchedTick(st *txState, r *expect.Record, in expect.Instant, ans answers, need *[]*expect.Record, now time.Time) (handled bool, err error) {
+// asked about first; once final, a record not asked about is evaluated as
+// usual rather than left.
+func (s *Service) watchedTick(st *txState, r *expect.Record, in expect.Instant, ans answers, final bool, need *[]*expect.Record, now time.Time) (handled bool, err error) {
 	if s.tasks == nil || !expect.WatchPending(r, in) {
 		return false, nil
 	}
 	a, asked := ans[r.Expectation.ExpectationID]
 	if !asked {
+		if final {
+			return false, nil
+		}
 		*need = append(*need, r)
 		return true, nil
 	}
@@ -105,16 +109,16 @@ func (s *Service) ask(ctx context.Context, recs []*expect.Record, ans answers) {
 
 // updateAsking runs a tick's read-modify-write, asking the watched tasks
 // it needs first when fn reports some with errAsk.
-func (s *Service) updateAsking(ctx context.Context, agent string, fn func(st *txState, ans answers, need *[]*expect.Record) error) error {
+func (s *Service) updateAsking(ctx context.Context, agent string, fn func(st *txState, ans answers, final bool, need *[]*expect.Record) error) error {
 	ans := answers{}
 	for round := 0; ; round++ {
 		var need []*expect.Record
 		err := s.update(ctx, agent, func(st *txState) error {
 			need = need[:0]
-			if err := fn(st, ans, &need); err != nil {
+			if err := fn(st, ans, round > 0, &need); err != nil {
 				return err
 			}
-			if len(need) > 0 && round < 2 {
+			if len(need) > 0 {
 				return errAsk
 			}
 			return nil
