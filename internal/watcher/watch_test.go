@@ -78,7 +78,9 @@ func TestTickAsksWatchedTasksAfterTheRest(t *testing.T) {
 		t.Fatalf("asked %v with the plain expectation %s, want it lapsed before any question", tr.asked, tr.plainWas)
 	}
 	want := map[string]func(*expect.Record) bool{
-		"w-done":    func(r *expect.Record) bool { return r.State == expect.StateSatisfied && r.SatisfiedBy.Source == "a2a-task:agent-2/t-done" },
+		"w-done": func(r *expect.Record) bool {
+			return r.State == expect.StateSatisfied && r.SatisfiedBy.Source == "a2a-task:agent-2/t-done"
+		},
 		"w-failed":  func(r *expect.Record) bool { return r.State == expect.StateLapsed && r.Lapse.Lapse == expect.Refuted },
 		"w-unknown": func(r *expect.Record) bool { return r.State == expect.StateLapsed && r.Lapse.Lapse == expect.Overdue },
 	}
