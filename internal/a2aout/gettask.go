@@ -79,8 +79,8 @@ func (s *Sender) GetTask(ctx context.Context, card expect.Card, taskID string) (
 	if err != nil {
 		return rt, wrap(err)
 	}
-	if task == nil {
-		return rt, wrap(fmt.Errorf("%w: no task in the answer", a2a.ErrInvalidAgentResponse))
+	if task == nil || string(task.ID) != taskID {
+		return rt, wrap(fmt.Errorf("%w: no task %s in the answer", a2a.ErrInvalidAgentResponse, taskID))
 	}
 	rt.State = expect.NormalizeTaskState(string(task.Status.State))
 	if task.Status.Timestamp != nil {

@@ -35,8 +35,12 @@ type Service struct {
 	metrics metrics.Recorder
 	// markEffects: see MarkEffects.
 	markEffects bool
-	// tasks asks watched tasks' agents about them (SetTaskReader).
-	tasks TaskReader
+	// tasks asks watched tasks' agents about them (SetTaskReader);
+	// askGate holds back the agents that failed slowly.
+	tasks   TaskReader
+	askGate askGate
+	// askLimits overrides askTimeout and askBudget (tests).
+	askLimits *[2]time.Duration
 }
 
 type cachedCard struct {

@@ -20,14 +20,56 @@ type TaskReader interface {
 // it before the service is used.
 func (s *Service) SetTaskReader(tr TaskReader) { s.tasks = tr }
 
-// askTimeout bounds one question to a watched task's agent; an agent that
-// does not answer in time leaves the instant to be evaluated as usual.
-const askTimeout = 10 * time.Second
+// Bounds on asking watched tasks' agents, so that no tenant's agent can
+// hold the clock that every tenant shares: one question waits at most
+// askTimeout; one batch's questions all end within askBudget; one agent
+// gets at most askPerAgent questions at once; and an agent that failed
+// slowly is not asked again for askBackoff (its watchers' instants are
+// then evaluated as usual). A question not answered in time leaves the
+// instant to be evaluated as usual.
+const (
+	askTimeout  = 5 * time.Second
+	askBudget   = 5 * time.Second
+	askPerAgent = 2
+	askBackoff  = time.Minute
+	// askSlow is how long a failed question took for its agent to count
+	// as unresponsive (a quick refusal, such as an unknown task, does not).
+	askSlow = time.Second
+)
 
-// answers holds what watched tasks' agents answered, by expectation id; a
-// nil answer means asked without a usable answer (the agent unreachable,
-// the task unknown).
+// answers holds what watched tasks' agents answered, by the watcher's
+// agent and expectation id (answerKey); a nil answer means asked without a
+// usable answer (the agent unreachable, the task unknown).
 type answers map[string]*expect.RemoteTask
+
+// answerKey keys answers: expectation ids are the client's, unique only
+// within an agent.
+func answerKey(r *expect.Record) string { return r.AgentID + "\x00" + r.Expectation.ExpectationID }
+
+// askGate remembers the watched agents that failed slowly, until when
+// they are not asked.
+type askGate struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func (g *askGate) closed(agent string, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return now.Before(g.until[agent])
+}
+
+func (g *askGate) fail(agent string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.until == nil {
+		g.until = map[string]time.Time{}
+	}
+	if len(g.until) > 10000 {
+		clear(g.until) // a bound, not a cache: forgetting only asks again
+	}
+	g.until[agent] = now.Add(askBackoff)
+}
 
 // errAsk aborts a tick's transaction that found watched tasks to ask
 // about: they are asked outside it (no transaction waits on an agent), and
@@ -49,7 +91,7 @@ func (s *Service) watchedTick(st *txState, r *expect.Record, in expect.Instant, 
 	if s.tasks == nil || !expect.WatchPending(r, in) {
 		return false, nil
 	}
-	a, asked := ans[r.Expectation.ExpectationID]
+	a, asked := ans[answerKey(r)]
 	if !asked {
 		if final {
 			return false, nil
@@ -77,30 +119,67 @@ func (s *Service) watchedTick(st *txState, r *expect.Record, in expect.Instant, 
 	return true, nil
 }
 
-// ask asks each record's watched task of its agent, a few at a time, and
-// adds the answers to ans.
+// ask asks each record's watched task of its agent within the bounds
+// above, and adds the answers to ans (nil for a question not asked or not
+// answered).
 func (s *Service) ask(ctx context.Context, recs []*expect.Record, ans answers) {
+	timeout, budget := askTimeout, askBudget
+	if s.askLimits != nil {
+		timeout, budget = s.askLimits[0], s.askLimits[1]
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
+	perAgent := map[string]chan struct{}{}
 	for _, r := range recs {
 		w := r.Expectation.WatchTask
+		mu.Lock()
+		ans[answerKey(r)] = nil
+		mu.Unlock()
+		if s.askGate.closed(w.AgentID, time.Now()) {
+			continue
+		}
+		agentSem := perAgent[w.AgentID]
+		if agentSem == nil {
+			agentSem = make(chan struct{}, askPerAgent)
+			perAgent[w.AgentID] = agentSem
+		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			select {
+			case agentSem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-agentSem }()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			defer func() { <-sem }()
-			var got *expect.RemoteTask
-			if card, err := s.Card(ctx, w.AgentID); err == nil {
-				actx, cancel := context.WithTimeout(ctx, askTimeout)
-				rt, err := s.tasks.GetTask(actx, card, w.TaskID)
-				cancel()
-				if err == nil {
-					got = &rt
+			if s.askGate.closed(w.AgentID, time.Now()) {
+				return
+			}
+			card, err := s.Card(ctx, w.AgentID)
+			if err != nil {
+				return
+			}
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			start := time.Now()
+			rt, err := s.tasks.GetTask(actx, card, w.TaskID)
+			cancel()
+			if err != nil {
+				if time.Since(start) >= min(askSlow, timeout/2) {
+					s.askGate.fail(w.AgentID, time.Now())
 				}
+				return
 			}
 			mu.Lock()
-			ans[r.Expectation.ExpectationID] = got
+			ans[answerKey(r)] = &rt
 			mu.Unlock()
 		}()
 	}

@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -92,5 +93,89 @@ func TestTickAsksWatchedTasksAfterTheRest(t *testing.T) {
 	// Ticking again asks nothing (none is open).
 	if _, err := svc.TickDue(ctx, ins); err != nil || len(tr.asked) != 3 {
 		t.Fatalf("a repeated tick asked %v (%v)", tr.asked, err)
+	}
+}
+
+// blockingReader answers agent-slow's questions only when the question is
+// given up (its context ends), and counts the questions.
+type blockingReader struct {
+	mu    sync.Mutex
+	asked int
+}
+
+func (b *blockingReader) GetTask(ctx context.Context, card expect.Card, taskID string) (expect.RemoteTask, error) {
+	b.mu.Lock()
+	b.asked++
+	b.mu.Unlock()
+	<-ctx.Done()
+	return expect.RemoteTask{}, ctx.Err()
+}
+
+// TestWatchedAgentsCannotHoldTheClock: answers are kept per agent (two
+// agents' expectations of one id get their own), and an agent that never
+// answers is given up on within the batch's budget (its watchers lapse
+// overdue as usual), and not asked again for a while.
+func TestWatchedAgentsCannotHoldTheClock(t *testing.T) {
+	ctx := context.Background()
+	svc, clock, _ := newTestService(t, expect.DefaultConfig())
+	for _, a := range []string{"agent-2", "agent-b", "agent-slow"} {
+		if _, err := svc.PutCard(ctx, a, a2atest.NewAgent(t, "1.0").Card()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := clock.now().Add(time.Minute)
+	raise := func(agent, id, watched, task string) expect.Instant {
+		t.Helper()
+		recs, err := svc.Raise(ctx, agent, expect.RaiseRequest{TaskID: "t", ContextID: "c", Expectations: []expect.Expectation{
+			paymentExpectation(id, due, func(e *expect.Expectation) { e.WatchTask = &expect.WatchTask{AgentID: watched, TaskID: task} })}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := expect.NextInstant(recs[0])
+		return in
+	}
+	// Same id, two agents, two answers.
+	tr := &taskAnswers{svc: svc, states: map[string]expect.RemoteTask{"t-done": {State: "completed"}, "t-failed": {State: "failed"}}}
+	svc.SetTaskReader(tr)
+	ins := []expect.Instant{raise("agent-1", "e1", "agent-2", "t-done"), raise("agent-b", "e1", "agent-2", "t-failed")}
+	clock.add(time.Minute + time.Second)
+	if _, err := svc.TickDue(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := svc.Get(ctx, "agent-1", "e1"); r.State != expect.StateSatisfied {
+		t.Fatalf("agent-1's e1 (its task completed): %s", r.State)
+	}
+	if r, _ := svc.Get(ctx, "agent-b", "e1"); r.State != expect.StateLapsed || r.Lapse.Lapse != expect.Refuted {
+		t.Fatalf("agent-b's e1 (its task failed): %s %+v", r.State, r.Lapse)
+	}
+
+	// An agent that never answers.
+	slow := &blockingReader{}
+	svc.SetTaskReader(slow)
+	svc.askLimits = &[2]time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
+	due = clock.now().Add(time.Minute)
+	var first, second []expect.Instant
+	for i := range 6 {
+		first = append(first, raise("agent-1", fmt.Sprintf("s%d", i), "agent-slow", "t"))
+		second = append(second, raise("agent-1", fmt.Sprintf("s%d-again", i), "agent-slow", "t"))
+	}
+	clock.add(time.Minute + time.Second)
+	if _, err := svc.TickDue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if slow.asked == 0 || slow.asked > askPerAgent*2 {
+		t.Fatalf("the silent agent was asked %d times, want between 1 and %d (at most %d at once, within the budget)", slow.asked, askPerAgent*2, askPerAgent)
+	}
+	asked := slow.asked
+	if _, err := svc.TickDue(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if slow.asked != asked {
+		t.Fatalf("the silent agent was asked again (%d → %d) within its backoff", asked, slow.asked)
+	}
+	for _, in := range append(first, second...) {
+		if r, _ := svc.Get(ctx, "agent-1", in.ExpectationID); r.State != expect.StateLapsed || r.Lapse.Lapse != expect.Overdue {
+			t.Fatalf("%s: %s, want lapsed overdue", in.ExpectationID, r.State)
+		}
 	}
 }
