@@ -1,6 +1,15 @@
 package app
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -115,18 +124,34 @@ func scenarioFactsBeforeTheRaiseAndRefuting(t *testing.T) {
 	}
 }
 
+// heldTasks is an A2A agent whose tasks a test starts and ends: the Go
+// SDK's (a2atest) or the Python SDK's (pythonAgent).
+type heldTasks interface {
+	Card(extraSkills ...string) []byte
+	StartTask(t testing.TB) string
+	FinishTask(t testing.TB, taskID, outcome string)
+}
+
 // scenarioWatchedTasks: expectations wait on another registered agent's
-// A2A task (watchTask): at the due instant the watcher asks that agent
-// (an SDK agent of each version), and the task completed satisfies one,
-// failed refutes one (its lapse task follows), still running lets one
-// lapse overdue; a token that may not act for the watched agent cannot
-// watch it, and an unregistered agent is named as such.
+// A2A task (watchTask): at the due instant the watcher asks that agent (an
+// SDK agent: Go 1.0, Go 0.3, the official Python SDK 0.3), and the task
+// completed satisfies one, failed refutes one (its lapse task follows),
+// still running lets one lapse overdue; an unregistered agent is named
+// as such.
 func scenarioWatchedTasks(t *testing.T) {
-	for _, v := range []string{"1.0", "0.3"} {
-		t.Run("A2A "+v, func(t *testing.T) {
+	remotes := []struct {
+		name string
+		make func(t *testing.T) heldTasks
+	}{
+		{"Go SDK 1.0", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "1.0") }},
+		{"Go SDK 0.3", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "0.3") }},
+		{"Python SDK 0.3", func(t *testing.T) heldTasks { return startPythonAgent(t) }},
+	}
+	for _, rm := range remotes {
+		t.Run(rm.name, func(t *testing.T) {
 			e := startEnv(t)
-			ag := register(t, e, v)
-			remote := a2atest.NewAgent(t, v)
+			ag := register(t, e, "1.0")
+			remote := rm.make(t)
 			e.must(200, e.call("PUT", "/v1/agents/agent-remote", remote.Card()))
 			done, failed, running := remote.StartTask(t), remote.StartTask(t), remote.StartTask(t)
 			watch := func(id, task string, mut ...func(map[string]any)) map[string]any {
@@ -158,6 +183,101 @@ func scenarioWatchedTasks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pythonAgent is testdata's agent03.py, an agent on the official A2A
+// Python SDK 0.3 served by uvicorn.
+type pythonAgent struct {
+	url  string
+	card []byte
+	seq  int
+}
+
+// startPythonAgent starts agent03.py (in the A2A Python SDK's cached
+// virtualenv) and stops it when the test ends. Unavailable, the test is
+// skipped, and fails under CI=true.
+func startPythonAgent(t *testing.T) *pythonAgent {
+	t.Helper()
+	dir := "../httpapi/testdata/a2a-python"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	venv := exec.CommandContext(ctx, "bash", dir+"/venv.sh", "python")
+	venv.Stderr = &stderr
+	out, err := venv.Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("A2A Python SDK unavailable (CI=true, so this fails instead of skipping): %v: %s", err, stderr.String())
+		}
+		t.Skipf("A2A Python SDK unavailable: %v: %s", err, stderr.String())
+	}
+	cmd := exec.Command(strings.TrimSpace(string(out)), dir+"/agent03.py")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				lines <- u
+			}
+		}
+	}()
+	p := &pythonAgent{}
+	select {
+	case p.url = <-lines:
+	case <-time.After(60 * time.Second):
+		t.Fatal("agent03.py did not say where it listens")
+	}
+	// Its card for clockwork: the Go test agent's 0.3 card (the extension
+	// declaration, the lapse skill), pointing at the Python agent.
+	goCard := a2atest.NewAgent(t, "0.3")
+	p.card = bytes.ReplaceAll(goCard.Card(), []byte(goCard.URL()), []byte(p.url))
+	return p
+}
+
+func (p *pythonAgent) Card(...string) []byte { return p.card }
+
+func (p *pythonAgent) StartTask(t testing.TB) string { return p.message(t, "", "hold") }
+
+func (p *pythonAgent) FinishTask(t testing.TB, taskID, outcome string) {
+	t.Helper()
+	if got := p.message(t, taskID, outcome); got != taskID {
+		t.Fatalf("finishing task %s answered task %q", taskID, got)
+	}
+}
+
+// message sends one 0.3 message/send and returns the answer's task id.
+func (p *pythonAgent) message(t testing.TB, taskID, text string) string {
+	t.Helper()
+	p.seq++
+	msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("py-%d", p.seq), "role": "user", "parts": []any{map[string]any{"kind": "text", "text": text}}}
+	if taskID != "" {
+		msg["taskId"] = taskID
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.seq, "method": "message/send", "params": map[string]any{"message": msg}})
+	res, err := http.Post(p.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var rr struct {
+		Result struct {
+			ID string `json:"id"`
+		} `json:"result"`
+	}
+	raw, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(raw, &rr); err != nil || rr.Result.ID == "" {
+		t.Fatalf("the Python agent answered %d %s", res.StatusCode, raw)
+	}
+	return rr.Result.ID
 }
 
 // scenarioWatchedTasksTenancy: a tenant cannot watch the tasks of an agent

@@ -17,4 +17,4 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [ "${1:-}" = python ] || { echo "a2a-python: usage: venv.sh python" >&2; exit 1; }
 CLOCKWORK_PYVENV_CACHE="${CLOCKWORK_A2A_PYTHON_CACHE:-${HOME:-/tmp}/.cache/clockwork/a2a-python}" \
   exec bash "$here/../../../../scripts/pyvenv.sh" a2a-python "$here/requirements.txt" 3.10 \
-  'from a2a.server.tasks import BasePushNotificationSender'
+  'from a2a.server.tasks import BasePushNotificationSender; from a2a.server.apps import A2AStarletteApplication; import uvicorn'
