@@ -114,7 +114,7 @@ func ValidName(name string) string {
 // one carries on) or old with the new spec (its open period keeps its
 // due time; the next periods follow the new spec). Errors: Invalid naming
 // each failing field.
-func Put(old *Heartbeat, card expect.Card, agentID, name string, spec Spec, now time.Time, cfg expect.Config) (*Heartbeat, error) {
+func Put(old *Heartbeat, card expect.Card, agentID, name string, spec Spec, now time.Time) (*Heartbeat, error) {
 	var c errs.Collector
 	if msg := ValidName(name); msg != "" {
 		c.Add("name", "%s", msg)

@@ -109,7 +109,7 @@ func (s *Service) PutHeartbeat(ctx context.Context, agentID, name string, spec h
 			view = heartbeat.Describe(old, cur, st.now)
 			return nil
 		}
-		hb, err := heartbeat.Put(old, card, agentID, name, spec, st.now, s.cfg)
+		hb, err := heartbeat.Put(old, card, agentID, name, spec, st.now)
 		if err != nil {
 			return err
 		}
