@@ -43,6 +43,7 @@ var Routes = []Route{
 	{"POST", "/v1/agents/{agentId}/facts", false},
 	{"POST", "/v1/agents/{agentId}/withdrawals", false},
 	{"POST", "/v1/agents/{agentId}/a2a", false},
+	{"POST", "/v1/watches/{agentId}/{expectationId}", true},
 	{"PUT", "/v1/agents/{agentId}/heartbeats/{name}", false},
 	{"GET", "/v1/agents/{agentId}/heartbeats", false},
 	{"GET", "/v1/agents/{agentId}/heartbeats/{name}", false},

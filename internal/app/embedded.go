@@ -189,6 +189,11 @@ func Start(cfg Config) (*App, error) {
 	if tr, ok := sender.(watcher.TaskReader); ok {
 		a.Watcher.SetTaskReader(tr)
 	}
+	// And subscribes to them, when agents know where to push
+	// (-public-url).
+	if sub, ok := sender.(watcher.TaskSubscriber); ok && cfg.Notify.PublicURL != "" {
+		a.Watcher.SetWatchPush(strings.TrimSuffix(cfg.Notify.PublicURL, "/"), sub)
+	}
 	oopt := cfg.Outbox
 	oopt.Silenced = func(ctx context.Context, rec *expect.Record) (string, error) {
 		return a.Notify.SilencedLapseTask(ctx, rec)
@@ -245,7 +250,7 @@ func Start(cfg Config) (*App, error) {
 	a.Notify = notify.New(st, sealer, nclient, mail, nil, nopt, cfg.Log)
 	a.Notifier = notify.NewWorker(a.Notify, 8)
 	a.Window = &timers.Window{Timers: a.Timers, Source: a.Watcher, Lookahead: cfg.TimerLookahead, Log: cfg.Log}
-	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Tasks: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
+	a.Feed = &feed.Processor{Scheduler: a.Timers, Outbox: a.Outbox, Watcher: a.Watcher, Tasks: a.Watcher, Watches: a.Watcher, Current: a.Watcher.Get, CurrentItem: st.Get, ScheduleAll: true, Handlers: map[string]feed.Handler{evaluation.TypeExecution: a.Eval},
 		Alerts: a.Notify, Metrics: cfg.Metrics, Now: a.Watcher.Now}
 	a.Handler = httpapi.New(a.Watcher, a.Eval, cfg.Auth, cfg.Log)
 	a.Handler.Credentials = a.Credentials

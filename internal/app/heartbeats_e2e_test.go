@@ -17,6 +17,8 @@ import (
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/heartbeat"
+	"github.com/agentclock/clockwork/internal/store"
+	"github.com/agentclock/clockwork/internal/watcher"
 )
 
 // scenarioHeartbeats: a heartbeat every 3 s with 1 s of grace is pinged
@@ -291,4 +293,85 @@ func scenarioWatchedTasksTenancy(t *testing.T) {
 		m["watchTask"] = map[string]any{"agentId": agentID, "taskId": "their-task"}
 	}))
 	hasErrorPath(t, e.must(403, e.call("POST", "/v1/agents/agent-b/expectations", body, tenantB)), "expectations[0].watchTask.agentId")
+}
+
+// scenarioWatchedTasksPushed: with a public URL, the watcher subscribes to
+// each watched task (an A2A push notification config on the task's agent:
+// Go SDK 1.0 and 0.3, the official Python SDK 0.3), and the agent's push
+// decides the expectation at once: hours before its due time, a completed
+// task satisfies one and a failed task refutes another. A push with a
+// wrong token changes nothing and answers as an unknown subscription does.
+func scenarioWatchedTasksPushed(t *testing.T) {
+	remotes := []struct {
+		name string
+		make func(t *testing.T) heldTasks
+	}{
+		{"Go SDK 1.0", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "1.0") }},
+		{"Go SDK 0.3", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "0.3") }},
+		{"Python SDK 0.3", func(t *testing.T) heldTasks { return startPythonAgent(t) }},
+	}
+	for _, rm := range remotes {
+		t.Run(rm.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.public = true
+			e.restart()
+			t.Cleanup(e.stop)
+			register(t, e, "1.0")
+			remote := rm.make(t)
+			e.must(200, e.call("PUT", "/v1/agents/agent-remote", remote.Card()))
+			done, failed := remote.StartTask(t), remote.StartTask(t)
+			watch := func(id, task string) map[string]any {
+				return payment(id, ts(3*time.Hour), func(m map[string]any) {
+					m["watchTask"] = map[string]any{"agentId": "agent-remote", "taskId": task}
+				})
+			}
+			e.must(200, e.call("POST", "/v1/agents/"+agentID+"/expectations", raiseBody(watch("p-done", done), watch("p-failed", failed))))
+			// The subscriptions are made from the change feed: wait for both.
+			e.waitSubscribed(agentID, "p-done", "p-failed")
+			remote.FinishTask(t, done, "complete")
+			remote.FinishTask(t, failed, "fail")
+			sat := e.waitRecord(agentID, "p-done", func(r *expect.Record) bool { return r.State != expect.StateOpen })
+			if sat.State != expect.StateSatisfied || sat.SatisfiedBy.Source != "a2a-task:agent-remote/"+done {
+				t.Fatalf("the completed task's expectation: %+v (fact %+v)", sat, sat.SatisfiedBy)
+			}
+			ref := e.waitRecord(agentID, "p-failed", func(r *expect.Record) bool { return r.State != expect.StateOpen })
+			if ref.State != expect.StateLapsed || ref.Lapse.Lapse != expect.Refuted {
+				t.Fatalf("the failed task's expectation: %+v", ref.Lapse)
+			}
+			push := map[string]any{"task": map[string]any{"id": done, "status": map[string]any{"state": "TASK_STATE_FAILED"}}}
+			wrong := e.call("POST", "/v1/watches/"+agentID+"/p-done", push, "not-the-token")
+			unknown := e.call("POST", "/v1/watches/"+agentID+"/p-none", push, "not-the-token")
+			if wrong.status != 404 || unknown.status != 404 || string(wrong.body) != strings.ReplaceAll(string(unknown.body), "p-none", "p-done") {
+				t.Fatalf("a wrong token answers %d %s; an unknown subscription %d %s", wrong.status, wrong.body, unknown.status, unknown.body)
+			}
+		})
+	}
+}
+
+// waitSubscribed waits until the watcher has stored the subscriptions of
+// the expectations ids of agent.
+func (e *testEnv) waitSubscribed(agent string, ids ...string) {
+	e.t.Helper()
+	st := e.store()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			_, err := st.Get(context.Background(), watcher.WatchKey(agent, id))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("no subscription for %s/%s: %v", agent, id, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// store is the runtime's store, either runtime.
+func (e *testEnv) store() store.Store {
+	if e.aws {
+		return e.rt.Store
+	}
+	return e.app.Store
 }

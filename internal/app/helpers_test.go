@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -47,6 +48,12 @@ type testEnv struct {
 	cfg Config
 	app *App
 	srv *httptest.Server
+	// public makes the server know its own URL as its public URL
+	// (-public-url, PUBLIC_URL): where watched tasks' agents push.
+	public bool
+	// publicLn is the listener the server will serve, opened before the
+	// runtime starts so that its address can be the public URL.
+	publicLn net.Listener
 
 	// AWS mode.
 	aws        bool
@@ -167,12 +174,39 @@ func (e *testEnv) restart() {
 		e.restartAWS()
 		return
 	}
+	e.listenPublic()
 	a, err := Start(e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.app = a
-	e.srv = httptest.NewServer(a.Handler)
+	e.srv = e.serve(a.Handler)
+}
+
+// listenPublic opens the listener of a public server and makes its URL
+// the public URL.
+func (e *testEnv) listenPublic() {
+	if !e.public {
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.publicLn = ln
+	e.cfg.Notify.PublicURL = "http://" + ln.Addr().String()
+}
+
+// serve serves h, on the public listener when there is one.
+func (e *testEnv) serve(h http.Handler) *httptest.Server {
+	if e.publicLn == nil {
+		return httptest.NewServer(h)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener, e.publicLn = e.publicLn, nil
+	srv.Start()
+	return srv
 }
 
 // restartAWS starts the AWS runtime on the emulator, on the same table
@@ -218,7 +252,9 @@ func (e *testEnv) restartAWS() {
 	verifySESSender(e.t)
 	// Each function's main starts the runtime (awsrt.New): what it reads
 	// then, every one of them reads (awsops.Init).
+	e.listenPublic()
 	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
+		PublicURL:     e.cfg.Notify.PublicURL,
 		TimerQueueURL: e.timerQueue, GradingQueueURL: e.gradingQueue, JudgeRetry: e.cfg.JudgeRetry, GradingRepairAfter: awsTestGradingRepairAfter,
 		SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter, EffectsRepairAfter: awsTestEffectsRepairAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
@@ -262,7 +298,7 @@ func (e *testEnv) restartAWS() {
 	mux := http.NewServeMux()
 	mux.Handle("/", awsops.Tag("api", rt.HTTP()))
 	mux.Handle("POST /v1/traces", awsops.Tag("ingest", traces))
-	e.srv = httptest.NewServer(mux)
+	e.srv = e.serve(mux)
 }
 
 func (e *testEnv) stop() {

@@ -36,6 +36,7 @@ var scenarios = []struct {
 	{"FactsBeforeTheRaiseAndRefuting", scenarioFactsBeforeTheRaiseAndRefuting},
 	{"WatchedTasks", scenarioWatchedTasks},
 	{"WatchedTasksTenancy", scenarioWatchedTasksTenancy},
+	{"WatchedTasksPushed", scenarioWatchedTasksPushed},
 	{"FactsExactMatchSourceLateAndIdempotent", scenarioFactsExactMatchSourceLateAndIdempotent},
 	{"SkippedLapse", scenarioSkippedLapse},
 	{"StalledLapse", scenarioStalledLapse},

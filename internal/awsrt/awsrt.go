@@ -517,6 +517,10 @@ func (r *Runtime) startWorkers() {
 	// The same client asks watched tasks' agents about them (the clock's
 	// ticks of expectations with watchTask).
 	r.Watcher.SetTaskReader(sender)
+	// And subscribes to them, when agents know where to push (PUBLIC_URL).
+	if cfg.PublicURL != "" {
+		r.Watcher.SetWatchPush(strings.TrimSuffix(cfg.PublicURL, "/"), sender)
+	}
 	r.Outbox = outbox.New(r.Watcher, sender,
 		outbox.Options{MaxAttempts: cfg.DeliveryAttempts, RetryFor: cfg.DeliveryRetryFor, MaxBackoff: cfg.DeliveryMaxWait, SendToTimekeepers: cfg.SendToTimekeepers, AttemptTimeout: cfg.DeliveryTimeout,
 			Metrics: cfg.Metrics, ClaimSends: true, /* function instances apart may attempt one lapse at once */
@@ -536,7 +540,7 @@ func (r *Runtime) startWorkers() {
 		r.Notify = newNotify(r, r.sealer)
 	}
 	r.Notify.SetEnqueuer(notifyQueue{r})
-	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
+	r.Feed = &feed.Processor{Scheduler: r.Clock, Outbox: r.inline, Watcher: r.Watcher, Tasks: r.Watcher, Watches: r.Watcher, Current: r.Watcher.Get, Handlers: map[string]feed.Handler{evaluation.TypeExecution: r.Eval},
 		Alerts: r.Notify, Metrics: cfg.Metrics, Markers: r.Store}
 }
 

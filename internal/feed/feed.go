@@ -68,6 +68,11 @@ type Processor struct {
 	// Tasks, when set, is asked about each newly raised expectation, so
 	// one raised while its task's cancellation was under way is withdrawn.
 	Tasks TaskChecker
+	// Watches, when set, subscribes to the task each newly raised
+	// expectation watches (watcher.Service.SubscribeWatch).
+	Watches interface {
+		SubscribeWatch(ctx context.Context, r *expect.Record) error
+	}
 	// Current, when set, reads an expectation's current record. Instants
 	// are then scheduled from the record as it is now, not as the change
 	// says it was, so a duplicate, replayed or out-of-order change never
@@ -170,7 +175,8 @@ func decode(it *store.Item) (*expect.Record, error) {
 }
 
 // feedView is the part of an expectation record the feed reads: what
-// expect.Instants, watcher.PendingDelivery and the re-anchoring check use.
+// expect.Instants, watcher.PendingDelivery, the re-anchoring check and the
+// watched-task subscription (watcher.Service.SubscribeWatch) use.
 // Decoding only it skips (without allocating) the rest of a record, which
 // the feed would decode twice per change (old and new image) otherwise.
 // A field those functions come to read must be added here;
@@ -179,9 +185,10 @@ type feedView struct {
 	AgentID     string `json:"agentId"`
 	TaskID      string `json:"taskId"`
 	Expectation struct {
-		ExpectationID string `json:"expectationId"`
-		Grace         string `json:"grace"`
-		Horizon       string `json:"horizon"`
+		ExpectationID string            `json:"expectationId"`
+		Grace         string            `json:"grace"`
+		Horizon       string            `json:"horizon"`
+		WatchTask     *expect.WatchTask `json:"watchTask"`
 	} `json:"expectation"`
 	DueAt          string           `json:"dueAt"`
 	State          expect.State     `json:"state"`
@@ -202,6 +209,7 @@ func decodeView(it store.Item) (*expect.Record, error) {
 	r := &expect.Record{AgentID: v.AgentID, TaskID: v.TaskID, DueAt: v.DueAt, State: v.State, PastDue: v.PastDue, ObservedAt: v.ObservedAt,
 		HorizonChecked: v.HorizonChecked, Delivery: v.Delivery, Version: it.Version}
 	r.Expectation.ExpectationID, r.Expectation.Grace, r.Expectation.Horizon = v.Expectation.ExpectationID, v.Expectation.Grace, v.Expectation.Horizon
+	r.Expectation.WatchTask = v.Expectation.WatchTask
 	if v.SatisfiedBy != nil {
 		r.SatisfiedBy = &expect.Fact{}
 	}
@@ -284,6 +292,11 @@ func (p *Processor) expectation(ctx context.Context, ch store.Change) (reanchore
 	}
 	if p.Tasks != nil && oldR == nil && newR != nil && newR.State == expect.StateOpen && newR.TaskID != "" {
 		if err := p.Tasks.WithdrawIfTaskCanceled(ctx, newR.AgentID, newR.TaskID, newR.Expectation.ExpectationID); err != nil {
+			return false, nil, err
+		}
+	}
+	if p.Watches != nil && oldR == nil && newR != nil && newR.State == expect.StateOpen && newR.Expectation.WatchTask != nil {
+		if err := p.Watches.SubscribeWatch(ctx, newR); err != nil {
 			return false, nil, err
 		}
 	}

@@ -56,6 +56,8 @@ func authzCases() []authzCase {
 			body: static(mustJSON(map[string]any{"note": "on it"})), scope: auth.ExpectationsWrite, orScope: auth.ChannelsWrite, bound: true},
 		{name: "redeliver", pattern: "POST /v1/agents/{agentId}/expectations/{expectationId}/redeliver", method: "POST", path: "/v1/agents/agent-1/expectations/exp-open/redeliver", scope: auth.ExpectationsWrite, bound: true},
 		{name: "facts", pattern: "POST /v1/agents/{agentId}/facts", method: "POST", path: "/v1/agents/agent-1/facts", body: static(factBody), scope: auth.FactsWrite, bound: true},
+		{name: "watch push", pattern: "POST /v1/watches/{agentId}/{expectationId}", method: "POST", path: "/v1/watches/agent-1/exp-open",
+			body: static(mustJSON(map[string]any{"task": map[string]any{"id": "t", "status": map[string]any{"state": "TASK_STATE_COMPLETED"}}})), public: true},
 		{name: "put heartbeat", pattern: "PUT /v1/agents/{agentId}/heartbeats/{name}", method: "PUT", path: "/v1/agents/agent-1/heartbeats/nightly", body: static(mustJSON(map[string]any{"kind": "payment", "every": "PT1H"})), scope: auth.ExpectationsWrite, bound: true},
 		{name: "list heartbeats", pattern: "GET /v1/agents/{agentId}/heartbeats", method: "GET", path: "/v1/agents/agent-1/heartbeats", scope: auth.Read, bound: true},
 		{name: "get heartbeat", pattern: "GET /v1/agents/{agentId}/heartbeats/{name}", method: "GET", path: "/v1/agents/agent-1/heartbeats/nightly", scope: auth.Read, bound: true},

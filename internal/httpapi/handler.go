@@ -117,6 +117,9 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/agents/{agentId}/facts", Scope: auth.FactsWrite, Agent: true, fn: h.facts},
 		{Pattern: "POST /v1/agents/{agentId}/withdrawals", Scope: auth.ExpectationsWrite, Agent: true, fn: h.withdraw},
 		{Pattern: "POST /v1/agents/{agentId}/a2a", Agent: true, Push: true, fn: h.a2a},
+		// Where watched tasks' agents push: the subscription's own token
+		// is the credential (watches.go).
+		{Pattern: "POST /v1/watches/{agentId}/{expectationId}", Public: true, fn: h.watchPush},
 		{Pattern: "PUT /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.ExpectationsWrite, Agent: true, fn: h.putHeartbeat},
 		{Pattern: "GET /v1/agents/{agentId}/heartbeats", Scope: auth.Read, Agent: true, fn: h.listHeartbeats},
 		{Pattern: "GET /v1/agents/{agentId}/heartbeats/{name}", Scope: auth.Read, Agent: true, fn: h.getHeartbeat},

@@ -40,6 +40,9 @@ type Service struct {
 	askGate askGate
 	// askLimits overrides askTimeout and askBudget (tests).
 	askLimits *[2]time.Duration
+	// pushBase and subscriber subscribe to watched tasks (SetWatchPush).
+	pushBase   string
+	subscriber TaskSubscriber
 }
 
 type cachedCard struct {

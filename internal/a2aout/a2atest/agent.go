@@ -25,6 +25,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 
 	"github.com/agentclock/clockwork/internal/expect"
 )
@@ -97,8 +98,11 @@ func NewAgent(t testing.TB, version string) *Agent {
 func newAgent(t testing.TB, version string, serve func(http.Handler) *httptest.Server) *Agent {
 	t.Helper()
 	a := &Agent{t: t, version: version, headers: map[string][]http.Header{}, changed: make(chan struct{})}
+	// Push notifications as the SDK sends them (tests' webhooks are on
+	// loopback, which its guard refuses by default).
 	handler := a2asrv.NewHandler(&executor{agent: a}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)),
-		a2asrv.WithCallInterceptors(authInterceptor{agent: a}))
+		a2asrv.WithCallInterceptors(authInterceptor{agent: a}),
+		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second, AllowPrivateNetworks: true})))
 	var rpc http.Handler
 	switch version {
 	case "1.0":
@@ -166,7 +170,7 @@ func (a *Agent) Card(extraSkills ...string) []byte {
 		Version:            "1.0.0",
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
-		Capabilities:       a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{ext}},
+		Capabilities:       a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{ext}, PushNotifications: true},
 		Skills:             skills,
 		SupportedInterfaces: []*a2a.AgentInterface{
 			{URL: a.URL(), ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version},
@@ -183,7 +187,7 @@ func (a *Agent) Card(extraSkills ...string) []byte {
 			"preferredTransport": "JSONRPC",
 			"defaultInputModes":  card.DefaultInputModes,
 			"defaultOutputModes": card.DefaultOutputModes,
-			"capabilities":       map[string]any{"extensions": []a2a.AgentExtension{ext}},
+			"capabilities":       map[string]any{"extensions": []a2a.AgentExtension{ext}, "pushNotifications": true},
 			"skills":             skills,
 		}
 	}

@@ -4,7 +4,9 @@ WatchedTasksPythonSDK scenario.
 
 A message "hold" starts a task that waits for input; a follow-up message
 "complete", "fail" or "reject" to that task ends it so. Any other message
-completes its task at once (lapse tasks sent to it).
+completes its task at once (lapse tasks sent to it). It pushes task
+updates to the push notification configs set on its tasks, with the SDK's
+BasePushNotificationSender.
 
 Usage: python agent03.py
 Prints "listening http://127.0.0.1:PORT/" once it serves, then runs until
@@ -14,13 +16,19 @@ killed.
 import asyncio
 import socket
 
+import httpx
 import uvicorn
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.apps import A2AStarletteApplication
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import AgentCapabilities, AgentCard, AgentSkill
 from a2a.utils import new_task
 
@@ -54,10 +62,14 @@ async def main() -> None:
     url = f"http://127.0.0.1:{port}/"
     card = AgentCard(
         name="python-holder", description="holds tasks until told", url=url, version="1",
-        capabilities=AgentCapabilities(), default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        capabilities=AgentCapabilities(push_notifications=True), default_input_modes=["text/plain"], default_output_modes=["text/plain"],
         skills=[AgentSkill(id="hold", name="hold", description="holds a task", tags=["hold"])],
     )
-    handler = DefaultRequestHandler(agent_executor=HoldingExecutor(), task_store=InMemoryTaskStore())
+    push_configs = InMemoryPushNotificationConfigStore()
+    handler = DefaultRequestHandler(
+        agent_executor=HoldingExecutor(), task_store=InMemoryTaskStore(),
+        push_config_store=push_configs, push_sender=BasePushNotificationSender(httpx.AsyncClient(), push_configs),
+    )
     app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
