@@ -91,6 +91,11 @@ func (sb *stackBuilder) alerts() {
 			fn.AddEnvironment(s("PUBLIC_URL"), s(cfg.PublicURL), nil)
 		}
 	}
+	// The stream function subscribes to watched tasks: their agents push
+	// to the API at its public URL.
+	if cfg.PublicURL != "" {
+		st.Stream.AddEnvironment(s("PUBLIC_URL"), s(cfg.PublicURL), nil)
+	}
 	if cfg.SESFrom != "" {
 		domain := cfg.SESFrom[strings.LastIndexByte(cfg.SESFrom, '@')+1:]
 		var arns []*string

@@ -118,6 +118,8 @@ func TestFunctions(t *testing.T) {
 				for _, fn := range []string{"api", "clock"} {
 					env[fn]["SES_FROM"], env[fn]["EVENTBRIDGE_ALERTS"], env[fn]["PUBLIC_URL"] = "clockwork@example.com", "true", "https://clockwork.example.com"
 				}
+				// The stream function subscribes to watched tasks there.
+				env["stream"]["PUBLIC_URL"] = "https://clockwork.example.com"
 			}
 			assets := map[string]bool{}
 			for _, name := range Functions {

@@ -79,7 +79,7 @@ func run() error {
 	mcpOrigins := flag.String("mcp-allowed-origins", "", "comma-separated browser origins (https://host:port) that may call /mcp; requests with any other Origin are refused")
 	smtpURL := flag.String("smtp", "", "SMTP server of e-mail alert channels, smtp://[user@]host[:port] (port 587 by default; the password in $SMTP_PASSWORD; STARTTLS when offered); none: e-mail channels are refused")
 	smtpFrom := flag.String("smtp-from", "", "sender address of e-mail alert channels (required with -smtp)")
-	publicURL := flag.String("public-url", "", "this server's public base URL (https://clockwork.example.com), for console links in Slack, e-mail and PagerDuty notifications")
+	publicURL := flag.String("public-url", "", "this server's public base URL (https://clockwork.example.com), for console links in Slack, e-mail and PagerDuty notifications, and where the agents of watched tasks push their updates")
 	retainExpectations := flag.String("retain-expectations", "P90D", "how long an expectation record is kept once final (satisfied, withdrawn, lapsed with its task delivered or dead-lettered), counted from then: a Go (2160h) or ISO 8601 (P90D) duration, 0 forever")
 	retainEvidence := flag.String("retain-evidence", "P400D", "how long a completed plan's evidence (ANTICIPATEs, events, VERIFYs, bundle) is kept after PLAN_COMPLETE: a Go or ISO 8601 duration, 0 forever")
 	factLookbackMax := flag.String("fact-lookback-max", "PT24H", "the longest satisfiedBy.lookback or refutedBy.lookback an expectation may ask for, and how long accepted facts are remembered for it: a Go or ISO 8601 duration, 0 turns lookback off")
