@@ -88,6 +88,7 @@ func ClockworkMetricWidgets(cfg Config) [][]awscloudwatch.IWidget {
 				metric(metrics.DeadLetters, "Sum", "dead letters", nil),
 				metric(metrics.SweepSkipped, "Sum", "sweep skipped", nil),
 				metric(metrics.EffectsRepaired, "Sum", "effects repaired", nil),
+				metric(metrics.WatchSubscribeFailures, "Sum", "watch subscriptions failed", nil),
 			}, 8),
 			graph("Change-feed lag (s)", []awscloudwatch.IMetric{
 				metric(metrics.FeedLag, "p50", "p50", nil),

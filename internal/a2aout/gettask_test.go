@@ -3,6 +3,9 @@ package a2aout
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -54,5 +57,38 @@ func TestGetTask(t *testing.T) {
 				t.Fatalf("the agent counted %d lapse messages", n)
 			}
 		})
+	}
+}
+
+// TestSubscribeTaskNeverRedirectsTheToken: a push subscription carries a
+// token of clockwork's own, so a redirect to another origin is refused
+// even for an agent whose card declares no security scheme; and a real
+// SDK agent of each version takes the subscription.
+func TestSubscribeTaskNeverRedirectsTheToken(t *testing.T) {
+	got := make(chan string, 1)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+	}))
+	defer elsewhere.Close()
+	for _, version := range []string{"1.0", "0.3"} {
+		agent := a2atest.NewAgent(t, version)
+		card := parseAgentCard(t, agent)
+		if err := localSender(5*time.Second).SubscribeTask(context.Background(), card, agent.StartTask(t), "http://127.0.0.1:9/push", "the-token"); err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		redirecting := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusTemporaryRedirect))
+		card.URL = redirecting.URL
+		card.ProtocolVersion = "0.3"
+		err := localSender(5*time.Second).SubscribeTask(context.Background(), card, "t", "http://127.0.0.1:9/push", "the-token")
+		redirecting.Close()
+		if !errors.Is(err, ErrCrossOriginRedirect) {
+			t.Fatalf("%s: a redirect to another origin: %v", version, err)
+		}
+		select {
+		case b := <-got:
+			t.Fatalf("the token followed the redirect: %s", b)
+		default:
+		}
 	}
 }

@@ -38,11 +38,12 @@ func sameOriginRedirects(next func(*http.Request, []*http.Request) error, authen
 	}
 }
 
-// carriesCredentials reports whether a lapse task's request holds any
-// credential: the agent's card declares a scheme the send chose.
+// carriesCredentials reports whether a request holds any credential: the
+// agent's card declares a scheme the call chose, or the request carries a
+// secret of clockwork's own (a push subscription's token).
 func carriesCredentials(req *http.Request) bool {
 	st, _ := req.Context().Value(callStateKey{}).(*callState)
-	return st != nil && st.auth != nil && len(st.auth.schemes) > 0
+	return st != nil && (st.secret || st.auth != nil && len(st.auth.schemes) > 0)
 }
 
 func always(*http.Request) bool { return true }

@@ -476,6 +476,10 @@ type callStateKey struct{}
 // callState records what the transport saw during one Send.
 type callState struct {
 	auth *authPlan
+	// secret is set when the request carries a secret of clockwork's own
+	// (a push subscription's token, in the body): it never follows a
+	// redirect to another origin, whatever the card declares.
+	secret bool
 
 	mu         sync.Mutex
 	code       int

@@ -47,7 +47,8 @@ func (s *Sender) SubscribeTask(ctx context.Context, card expect.Card, taskID, ur
 	if err != nil {
 		return fmt.Errorf("a2aout: subscribe to task %s of agent %q: %w", taskID, card.AgentID, err)
 	}
-	state := &callState{auth: plan}
+	// The token is ours: no redirect carries it to another origin.
+	state := &callState{auth: plan, secret: true}
 	ctx = context.WithValue(ctx, callStateKey{}, state)
 	wrap := func(err error) error {
 		if code, retryAfter := state.status(); code != 0 && code != http.StatusOK {

@@ -52,8 +52,10 @@ func WatchPending(r *Record, in Instant) bool {
 // Watched applies what the watched task's agent answered to open record
 // r at now: a completed task satisfies it, a failed, rejected or canceled
 // one refutes it (lapse "refuted"), each with a fact from source observed
-// when the task's status was recorded (now, when the agent did not say or
-// said a time ahead of now). Any other state changes nothing: the instant
+// when the task's status was recorded, within the expectation's life: no
+// earlier than it was raised (an agent cannot backdate an outcome, say to
+// look on time) and no later than now (now too when the agent did not
+// say). Any other state changes nothing: the instant
 // is then evaluated as usual. It returns the new record, whether it
 // changed, and the effects of a satisfaction.
 func Watched(r *Record, rt RemoteTask, source string, subj *SubjectRecord, now time.Time) (*Record, bool, *Effects) {
@@ -63,6 +65,9 @@ func Watched(r *Record, rt RemoteTask, source string, subj *SubjectRecord, now t
 	at := rt.At
 	if at.IsZero() || at.After(now) {
 		at = now
+	}
+	if raised, err := ParseTime(r.RaisedAt); err == nil && at.Before(raised) {
+		at = raised
 	}
 	f := Fact{ObservedAt: FormatTime(at), Source: source}
 	switch rt.State {

@@ -20,7 +20,8 @@ func TestWatched(t *testing.T) {
 		factKey string
 	}{
 		{"completed", at(30 * time.Minute), StateSatisfied, "", "invoice.42.paid"},
-		{"completed", at(2 * time.Hour), StateSatisfied, "", "invoice.42.paid"}, // a time ahead of now reads as now
+		{"completed", at(2 * time.Hour), StateSatisfied, "", "invoice.42.paid"},       // a time ahead of now reads as now
+		{"completed", t0.Add(-24 * time.Hour), StateSatisfied, "", "invoice.42.paid"}, // before the raise reads as the raise
 		{"failed", time.Time{}, StateLapsed, Refuted, "a2a.task.failed"},
 		{"rejected", at(time.Minute), StateLapsed, Refuted, "a2a.task.rejected"},
 		{"canceled", at(time.Minute), StateLapsed, Refuted, "a2a.task.canceled"},
@@ -38,6 +39,9 @@ func TestWatched(t *testing.T) {
 			want := c.at
 			if want.After(now) {
 				want = now
+			}
+			if want.Before(t0) {
+				want = t0
 			}
 			if eff == nil || out.SatisfiedBy.FactKey != c.factKey || out.ObservedAt != FormatTime(want) || out.SatisfiedBy.Source != "a2a-task:agent-2/t-9" || out.Late {
 				t.Errorf("%s: %+v (fact %+v)", c.state, out, out.SatisfiedBy)

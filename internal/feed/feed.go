@@ -197,6 +197,7 @@ type feedView struct {
 	SatisfiedBy    *struct{}        `json:"satisfiedBy"`
 	HorizonChecked bool             `json:"horizonChecked"`
 	Delivery       *expect.Delivery `json:"delivery"`
+	RaisedAt       string           `json:"raisedAt"`
 }
 
 // decodeView decodes an expectation item into a record holding only the
@@ -207,7 +208,7 @@ func decodeView(it store.Item) (*expect.Record, error) {
 		return nil, fmt.Errorf("decode expectation %s: %w", it.Key, err)
 	}
 	r := &expect.Record{AgentID: v.AgentID, TaskID: v.TaskID, DueAt: v.DueAt, State: v.State, PastDue: v.PastDue, ObservedAt: v.ObservedAt,
-		HorizonChecked: v.HorizonChecked, Delivery: v.Delivery, Version: it.Version}
+		HorizonChecked: v.HorizonChecked, Delivery: v.Delivery, RaisedAt: v.RaisedAt, Version: it.Version}
 	r.Expectation.ExpectationID, r.Expectation.Grace, r.Expectation.Horizon = v.Expectation.ExpectationID, v.Expectation.Grace, v.Expectation.Horizon
 	r.Expectation.WatchTask = v.Expectation.WatchTask
 	if v.SatisfiedBy != nil {

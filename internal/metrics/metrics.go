@@ -129,6 +129,8 @@ var (
 		Help: "Items deleted because their retention ended (-retain-expectations, -retain-evidence), by item type (expectation, subject, notification, execution, event, verification, anticipation, lookup, ...); on AWS, DynamoDB TTL's deletions as the stream function sees them."}
 	StoreFileBytes = &Desc{Name: "clockwork_store_file_bytes", Kind: Gauge, Unit: "Bytes", EmbeddedOnly: true,
 		Help: "Size of the embedded store's data file (clockwork.db)."}
+	WatchSubscribeFailures = &Desc{Name: "clockwork_watch_subscribe_failures_total", Kind: Counter, Unit: "Count",
+		Help: "Watched tasks whose agent refused or did not answer the push subscription (the expectation is then decided by asking the agent at its instants)."}
 	FeedSetAside = &Desc{Name: "clockwork_feed_changes_set_aside_total", Kind: Counter, Unit: "Count", EmbeddedOnly: true,
 		Help: "Changes the embedded change feed could not apply after its bounded retries and set aside (kept with the reason) so the changes behind them go on; the timers' sweep still finds their instants."}
 )
@@ -161,7 +163,7 @@ var (
 func All() []*Desc {
 	return []*Desc{
 		ExpectationsRaised, ExpectationsSatisfied, ExpectationsLapsed, ExpectationsWithdrawn, LapseLateness,
-		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped, EffectsRepaired,
+		DeliveryAttempts, DeliveryFailures, DeadLetters, Notifications, NotificationsHeld, NotificationLatency, FeedLag, FeedSetAside, SweepSkipped, EffectsRepaired, WatchSubscribeFailures,
 		RecordsExpired, StoreFileBytes,
 		Verifications, Grades, JudgeCalls, JudgeFailures, JudgeLatency,
 		HTTPRequests, HTTPLatency,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
 
@@ -56,10 +57,20 @@ func WatchKey(agent, expectationID string) store.Key {
 type subscription struct {
 	AgentID       string `json:"agentId"`
 	ExpectationID string `json:"expectationId"`
-	WatchedAgent  string `json:"watchedAgent"`
-	TaskID        string `json:"taskId"`
-	TokenSHA256   string `json:"tokenSha256"`
-	CreatedAt     string `json:"createdAt"`
+	// RaisedAt is the record's: an id raised again after its record
+	// expired is another expectation, which this subscription must not
+	// decide.
+	RaisedAt     string `json:"raisedAt"`
+	WatchedAgent string `json:"watchedAgent"`
+	TaskID       string `json:"taskId"`
+	TokenSHA256  string `json:"tokenSha256"`
+	CreatedAt    string `json:"createdAt"`
+}
+
+// of reports whether the subscription is the one of record r.
+func (sub *subscription) of(r *expect.Record) bool {
+	w := r.Expectation.WatchTask
+	return w != nil && sub.RaisedAt == r.RaisedAt && sub.WatchedAgent == w.AgentID && sub.TaskID == w.TaskID
 }
 
 func tokenHash(token string) string {
@@ -85,7 +96,7 @@ func (s *Service) SubscribeWatch(ctx context.Context, r *expect.Record) error {
 		return err
 	}
 	token := base64.RawURLEncoding.EncodeToString(raw[:])
-	sub := subscription{AgentID: r.AgentID, ExpectationID: r.Expectation.ExpectationID, WatchedAgent: w.AgentID, TaskID: w.TaskID,
+	sub := subscription{AgentID: r.AgentID, ExpectationID: r.Expectation.ExpectationID, RaisedAt: r.RaisedAt, WatchedAgent: w.AgentID, TaskID: w.TaskID,
 		TokenSHA256: tokenHash(token), CreatedAt: expect.FormatTime(s.now())}
 	data, err := json.Marshal(sub)
 	if err != nil {
@@ -99,7 +110,23 @@ func (s *Service) SubscribeWatch(ctx context.Context, r *expect.Record) error {
 	created := false
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		created = false
-		if _, ok, err := tx.Get(ctx, it.Key); err != nil || ok {
+		old, ok, err := tx.Get(ctx, it.Key)
+		if err != nil {
+			return err
+		}
+		if ok {
+			var prev subscription
+			if json.Unmarshal(old.Data, &prev) == nil && prev.of(r) {
+				return nil // made before: a replayed change
+			}
+			// Left by an earlier expectation of this id: replaced.
+		}
+		// Only while the record is there and open (not erased meanwhile).
+		rec, ok, err := tx.Get(ctx, ExpectationKey(r.AgentID, r.Expectation.ExpectationID))
+		if err != nil || !ok {
+			return err
+		}
+		if cur, err := DecodeRecord(rec); err != nil || cur.State != expect.StateOpen || cur.RaisedAt != r.RaisedAt {
 			return err
 		}
 		tx.Put(it)
@@ -115,7 +142,9 @@ func (s *Service) SubscribeWatch(ctx context.Context, r *expect.Record) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
-	_ = s.subscriber.SubscribeTask(sctx, card, w.TaskID, s.pushBase+WatchPushPath(r.AgentID, r.Expectation.ExpectationID), token)
+	if err := s.subscriber.SubscribeTask(sctx, card, w.TaskID, s.pushBase+WatchPushPath(r.AgentID, r.Expectation.ExpectationID), token); err != nil {
+		s.metrics.Record(metrics.WatchSubscribeFailures, 1)
+	}
 	return nil
 }
 
@@ -149,7 +178,7 @@ func (s *Service) WatchPush(ctx context.Context, agentID, expectationID, token, 
 	}
 	err = s.update(ctx, agentID, func(st *txState) error {
 		r, err := st.record(expectationID)
-		if err != nil || r == nil || r.State != expect.StateOpen || r.Expectation.WatchTask == nil {
+		if err != nil || r == nil || r.State != expect.StateOpen || !sub.of(r) {
 			return err
 		}
 		subj, err := st.subject(r.Expectation.Subject)
