@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentclock/clockwork/internal/a2aout/a2atest"
+	"github.com/agentclock/clockwork/internal/awsops"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/heartbeat"
 	"github.com/agentclock/clockwork/internal/store"
@@ -356,7 +357,8 @@ func (e *testEnv) waitSubscribed(agent string, ids ...string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, id := range ids {
 		for {
-			_, err := st.Get(context.Background(), watcher.WatchKey(agent, id))
+			// The test's own read, not a function's (awsops).
+			_, err := st.Get(awsops.WithFunction(context.Background(), awsops.TestHarness), watcher.WatchKey(agent, id))
 			if err == nil {
 				break
 			}

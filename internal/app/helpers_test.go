@@ -64,6 +64,8 @@ type testEnv struct {
 	// (LocalOptions.LoseGradingJobs).
 	gradingQueue    string
 	loseGradingJobs atomic.Bool
+	// lostGradingJobs counts the batches of grading jobs lost so.
+	lostGradingJobs atomic.Int64
 	// loseTimerMessages: while set the timer queue's poller loses every
 	// message (AWS mode).
 	loseTimerMessages atomic.Bool
@@ -283,7 +285,13 @@ func (e *testEnv) restartAWS() {
 	}
 	local, err := awsrt.StartLocal(rt, awsrt.LocalOptions{
 		PollInterval: 50 * time.Millisecond, PauseFeed: e.cfg.PauseFeed, Create: true, StreamFaults: faults,
-		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4, LoseGradingJobs: e.loseGradingJobs.Load,
+		SchedulerFaults: awsrt.FaultsFor(awsTestPrecision), SweepInterval: awsTestSweepAfter / 4, LoseGradingJobs: func() bool {
+			if e.loseGradingJobs.Load() {
+				e.lostGradingJobs.Add(1)
+				return true
+			}
+			return false
+		},
 		LoseTimerMessages: e.loseTimerMessages.Load,
 	})
 	if err != nil {

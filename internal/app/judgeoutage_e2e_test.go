@@ -104,8 +104,16 @@ func scenarioJudgeOutage(t *testing.T) {
 	down.Store(false)
 	recovered := time.Now()
 	if e.aws {
+		// Until a grading job was lost indeed (the clock's repair must
+		// send it again), not merely for a while.
 		time.Sleep(500 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); e.lostGradingJobs.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
 		e.loseGradingJobs.Store(false)
+		if e.lostGradingJobs.Load() == 0 {
+			t.Fatal("no grading job was lost while the queue lost them: the repair is not exercised")
+		}
 	}
 	v = e.waitVerification("ant-out")
 	for i := range 10 {
