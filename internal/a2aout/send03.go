@@ -22,10 +22,10 @@ import (
 // agent served by the SDK's own 0.3 server.
 
 type rpc03Request struct {
-	JSONRPC string      `json:"jsonrpc"`
-	ID      string      `json:"id"`
-	Method  string      `json:"method"`
-	Params  rpc03Params `json:"params"`
+	JSONRPC string `json:"jsonrpc"`
+	ID      string `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
 }
 
 type rpc03Params struct {
@@ -55,12 +55,8 @@ type msg03 struct {
 }
 
 type rpc03Response struct {
-	Result *struct {
-		Kind   string `json:"kind"`
-		ID     string `json:"id"`
-		TaskID string `json:"taskId"`
-	} `json:"result"`
-	Error *struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -96,56 +92,79 @@ func (s *Sender) send03(ctx context.Context, card expect.Card, req *a2a.SendMess
 	for _, r := range m.ReferenceTasks {
 		out.ReferenceTaskIDs = append(out.ReferenceTaskIDs, string(r))
 	}
-	body, err := json.Marshal(rpc03Request{JSONRPC: "2.0", ID: m.ID, Method: "message/send",
-		Params: rpc03Params{Message: out, Configuration: config03{Blocking: false}}})
+	var res struct {
+		Kind   string `json:"kind"`
+		ID     string `json:"id"`
+		TaskID string `json:"taskId"`
+	}
+	err := s.call03(ctx, card, "message/send", m.ID, rpc03Params{Message: out, Configuration: config03{Blocking: false}},
+		map[string]string{"A2A-Extensions": expect.URI, "X-A2A-Extensions": expect.URI}, &res)
 	if err != nil {
 		return "", err
+	}
+	switch res.Kind {
+	case "task":
+		return res.ID, nil
+	case "message":
+		return res.TaskID, nil
+	default:
+		return "", fmt.Errorf("%w: result of kind %q", a2a.ErrInvalidAgentResponse, res.Kind)
+	}
+}
+
+// call03 sends one JSON-RPC request of A2A 0.3 (method, id, params, and
+// the extra headers) to card's endpoint and decodes its result into
+// result. Errors: a status other than 200 is a *StatusError (with the
+// agent's Retry-After); a JSON-RPC error matches the a2a package's
+// sentinel for its code; an answer over MaxResponseBytes, undecodable or
+// without a result matches a2a.ErrInvalidAgentResponse.
+func (s *Sender) call03(ctx context.Context, card expect.Card, method, id string, params any, headers map[string]string, result any) error {
+	body, err := json.Marshal(rpc03Request{JSONRPC: "2.0", ID: id, Method: method, Params: params})
+	if err != nil {
+		return err
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, card.URL, bytes.NewReader(body))
 	if err != nil {
-		return "", err
+		return err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("A2A-Extensions", expect.URI)
-	hreq.Header.Set("X-A2A-Extensions", expect.URI)
+	for k, v := range headers {
+		hreq.Header.Set(k, v)
+	}
 	hreq.Header.Set("A2A-Version", "0.3")
 	res, err := s.http.Do(hreq)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, MaxResponseBytes+1))
 	if err != nil {
-		return "", err
+		return err
 	}
 	if res.StatusCode != http.StatusOK {
-		return "", &StatusError{StatusCode: res.StatusCode, RetryAfter: retry.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
+		return &StatusError{StatusCode: res.StatusCode, RetryAfter: retry.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
 			Err: fmt.Errorf("unexpected HTTP status %d", res.StatusCode)}
 	}
 	if len(raw) > MaxResponseBytes {
-		return "", fmt.Errorf("%w: response larger than %d bytes", a2a.ErrInvalidAgentResponse, MaxResponseBytes)
+		return fmt.Errorf("%w: response larger than %d bytes", a2a.ErrInvalidAgentResponse, MaxResponseBytes)
 	}
 	var rr rpc03Response
 	if err := json.Unmarshal(raw, &rr); err != nil {
-		return "", fmt.Errorf("%w: %v", a2a.ErrInvalidAgentResponse, err)
+		return fmt.Errorf("%w: %v", a2a.ErrInvalidAgentResponse, err)
 	}
 	if rr.Error != nil {
 		sentinel, ok := codes03[rr.Error.Code]
 		if !ok {
 			sentinel = a2a.ErrInternalError
 		}
-		return "", fmt.Errorf("%w: JSON-RPC error %d: %s", sentinel, rr.Error.Code, rr.Error.Message)
+		return fmt.Errorf("%w: JSON-RPC error %d: %s", sentinel, rr.Error.Code, rr.Error.Message)
 	}
-	if rr.Result == nil {
-		return "", fmt.Errorf("%w: no result", a2a.ErrInvalidAgentResponse)
+	if len(rr.Result) == 0 || string(rr.Result) == "null" {
+		return fmt.Errorf("%w: no result", a2a.ErrInvalidAgentResponse)
 	}
-	switch rr.Result.Kind {
-	case "task":
-		return rr.Result.ID, nil
-	case "message":
-		return rr.Result.TaskID, nil
-	default:
-		return "", fmt.Errorf("%w: result of kind %q", a2a.ErrInvalidAgentResponse, rr.Result.Kind)
+	if err := json.Unmarshal(rr.Result, result); err != nil {
+		return fmt.Errorf("%w: %v", a2a.ErrInvalidAgentResponse, err)
 	}
+	return nil
 }

@@ -242,20 +242,11 @@ func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out
 	}
 	ctx = a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{ExtensionsHeader: {expect.URI}})
 
-	client, err := s.factory.CreateFromEndpoints(ctx, []*a2a.AgentInterface{endpoint})
+	client, ctx, err := s.client10(ctx, card, endpoint, plan, wrap)
 	if err != nil {
-		return Outcome{}, &errs.Error{Code: errs.Invalid, Message: fmt.Sprintf("a2aout: no A2A client for %s (protocol %s): %v", card.URL, card.ProtocolVersion, err)}
+		return Outcome{}, err
 	}
 	defer func() { _ = client.Destroy() }()
-	if plan.sdkCard != nil {
-		// The SDK's AuthInterceptor reads the scheme from the client's card
-		// and the credential from credentialsService for the session.
-		plan.sdkCard.SupportedInterfaces = []*a2a.AgentInterface{endpoint}
-		if err := client.UpdateCard(plan.sdkCard); err != nil {
-			return Outcome{}, wrap(err)
-		}
-		ctx = a2aclient.AttachSessionID(ctx, a2aclient.SessionID(card.AgentID))
-	}
 
 	result, err := sendSafely(ctx, client, req)
 	if err != nil {
@@ -276,6 +267,28 @@ func (s *Sender) sendOnce(ctx context.Context, card expect.Card, m Message) (out
 		}
 	}
 	return out, nil
+}
+
+// client10 returns the SDK's client of card's 1.0 endpoint, presenting the
+// credentials plan chose, and the context to call it with; the caller
+// destroys it. An error attaching the credentials goes through wrap; one
+// building the client is Invalid.
+func (s *Sender) client10(ctx context.Context, card expect.Card, endpoint *a2a.AgentInterface, plan *authPlan, wrap func(error) error) (*a2aclient.Client, context.Context, error) {
+	client, err := s.factory.CreateFromEndpoints(ctx, []*a2a.AgentInterface{endpoint})
+	if err != nil {
+		return nil, ctx, &errs.Error{Code: errs.Invalid, Message: fmt.Sprintf("a2aout: no A2A client for %s (protocol %s): %v", card.URL, card.ProtocolVersion, err)}
+	}
+	if plan.sdkCard != nil {
+		// The SDK's AuthInterceptor reads the scheme from the client's card
+		// and the credential from credentialsService for the session.
+		plan.sdkCard.SupportedInterfaces = []*a2a.AgentInterface{endpoint}
+		if err := client.UpdateCard(plan.sdkCard); err != nil {
+			_ = client.Destroy()
+			return nil, ctx, wrap(err)
+		}
+		ctx = a2aclient.AttachSessionID(ctx, a2aclient.SessionID(card.AgentID))
+	}
+	return client, ctx, nil
 }
 
 // sendSafely calls the SDK and turns a panic inside it into an error.

@@ -1,20 +1,15 @@
 package a2aout
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
-	"github.com/agentclock/clockwork/internal/retry"
 )
 
 // SubscribeTask asks the agent described by card to push the updates of
@@ -62,18 +57,11 @@ func (s *Sender) SubscribeTask(ctx context.Context, card expect.Card, taskID, ur
 		}
 		return nil
 	}
-	client, err := s.factory.CreateFromEndpoints(ctx, []*a2a.AgentInterface{endpoint})
+	client, ctx, err := s.client10(ctx, card, endpoint, plan, wrap)
 	if err != nil {
-		return &errs.Error{Code: errs.Invalid, Message: fmt.Sprintf("a2aout: no A2A client for %s (protocol %s): %v", card.URL, card.ProtocolVersion, err)}
+		return err
 	}
 	defer func() { _ = client.Destroy() }()
-	if plan.sdkCard != nil {
-		plan.sdkCard.SupportedInterfaces = []*a2a.AgentInterface{endpoint}
-		if err := client.UpdateCard(plan.sdkCard); err != nil {
-			return wrap(err)
-		}
-		ctx = a2aclient.AttachSessionID(ctx, a2aclient.SessionID(card.AgentID))
-	}
 	_, err = client.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: a2a.TaskID(taskID), URL: url, Token: token,
 		Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: token}})
 	if err != nil {
@@ -84,51 +72,8 @@ func (s *Sender) SubscribeTask(ctx context.Context, card expect.Card, taskID, ur
 
 // subscribe03 sets a 0.3 agent's push notification config for a task.
 func (s *Sender) subscribe03(ctx context.Context, card expect.Card, taskID, url, token string) error {
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "subscribe-" + taskID, "method": "tasks/pushNotificationConfig/set",
-		"params": map[string]any{"taskId": taskID, "pushNotificationConfig": map[string]any{"url": url, "token": token,
-			"authentication": map[string]any{"schemes": []string{"Bearer"}, "credentials": token}}}})
-	if err != nil {
-		return err
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, card.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("A2A-Version", "0.3")
-	res, err := s.http.Do(hreq)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, MaxResponseBytes+1))
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK {
-		return &StatusError{StatusCode: res.StatusCode, RetryAfter: retry.ParseRetryAfter(res.Header.Get("Retry-After"), time.Now()),
-			Err: fmt.Errorf("unexpected HTTP status %d", res.StatusCode)}
-	}
-	var rr struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &rr); err != nil {
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidAgentResponse, err)
-	}
-	if rr.Error != nil {
-		sentinel, ok := codes03[rr.Error.Code]
-		if !ok {
-			sentinel = a2a.ErrInternalError
-		}
-		return fmt.Errorf("%w: JSON-RPC error %d: %s", sentinel, rr.Error.Code, rr.Error.Message)
-	}
-	if len(rr.Result) == 0 {
-		return fmt.Errorf("%w: no result", a2a.ErrInvalidAgentResponse)
-	}
-	return nil
+	var config json.RawMessage
+	return s.call03(ctx, card, "tasks/pushNotificationConfig/set", "subscribe-"+taskID, map[string]any{"taskId": taskID,
+		"pushNotificationConfig": map[string]any{"url": url, "token": token, "authentication": map[string]any{"schemes": []string{"Bearer"}, "credentials": token}}},
+		nil, &config)
 }

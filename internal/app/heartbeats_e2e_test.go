@@ -135,6 +135,17 @@ type heldTasks interface {
 	FinishTask(t testing.TB, taskID, outcome string)
 }
 
+// heldTaskAgents are the SDK agents whose tasks the watched-task
+// scenarios watch.
+var heldTaskAgents = []struct {
+	name string
+	make func(t *testing.T) heldTasks
+}{
+	{"Go SDK 1.0", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "1.0") }},
+	{"Go SDK 0.3", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "0.3") }},
+	{"Python SDK 0.3", func(t *testing.T) heldTasks { return startPythonAgent(t) }},
+}
+
 // scenarioWatchedTasks: expectations wait on another registered agent's
 // A2A task (watchTask): at the due instant the watcher asks that agent (an
 // SDK agent: Go 1.0, Go 0.3, the official Python SDK 0.3), and the task
@@ -142,15 +153,7 @@ type heldTasks interface {
 // still running lets one lapse overdue; an unregistered agent is named
 // as such.
 func scenarioWatchedTasks(t *testing.T) {
-	remotes := []struct {
-		name string
-		make func(t *testing.T) heldTasks
-	}{
-		{"Go SDK 1.0", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "1.0") }},
-		{"Go SDK 0.3", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "0.3") }},
-		{"Python SDK 0.3", func(t *testing.T) heldTasks { return startPythonAgent(t) }},
-	}
-	for _, rm := range remotes {
+	for _, rm := range heldTaskAgents {
 		t.Run(rm.name, func(t *testing.T) {
 			e := startEnv(t)
 			ag := register(t, e, "1.0")
@@ -303,15 +306,7 @@ func scenarioWatchedTasksTenancy(t *testing.T) {
 // task satisfies one and a failed task refutes another. A push with a
 // wrong token changes nothing and answers as an unknown subscription does.
 func scenarioWatchedTasksPushed(t *testing.T) {
-	remotes := []struct {
-		name string
-		make func(t *testing.T) heldTasks
-	}{
-		{"Go SDK 1.0", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "1.0") }},
-		{"Go SDK 0.3", func(t *testing.T) heldTasks { return a2atest.NewAgent(t, "0.3") }},
-		{"Python SDK 0.3", func(t *testing.T) heldTasks { return startPythonAgent(t) }},
-	}
-	for _, rm := range remotes {
+	for _, rm := range heldTaskAgents {
 		t.Run(rm.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.public = true
