@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -52,6 +54,12 @@ type Service struct {
 	// retain is -retain-evidence (Options.RetainEvidence).
 	retain time.Duration
 
+	// evaluator runs evaluations; judgeWithModel and evalJudgeCalls are
+	// Options.JudgeWithModel and Options.EvaluationJudgeRate.
+	evaluator      Evaluator
+	judgeWithModel func(model string) (Judge, bool)
+	evalJudgeCalls *rate.Limiter
+
 	progMu   sync.Mutex
 	programs map[string]*anticipate.Anticipation // by digest, compiled
 }
@@ -88,7 +96,19 @@ type Options struct {
 	// execution, events, VERIFYs and the ANTICIPATEs it bound) is kept
 	// after PLAN_COMPLETE; zero keeps it forever.
 	RetainEvidence time.Duration
+	// JudgeWithModel returns the Judge grading with another model of the
+	// same service (an evaluation's judge override); nil, or false, when
+	// the judge takes no model.
+	JudgeWithModel func(model string) (Judge, bool)
+	// EvaluationJudgeRate bounds the judge calls evaluations make, per
+	// second in this process (default DefaultEvaluationJudgeRate).
+	EvaluationJudgeRate float64
 }
+
+// DefaultEvaluationJudgeRate is the default bound on the judge calls
+// evaluations make per second and process: re-grading must not starve the
+// VERIFYs' own grading, nor exhaust a model provider's rate limit.
+const DefaultEvaluationJudgeRate = 10
 
 // New returns the service.
 func New(st store.Store, opt Options) *Service {
@@ -96,7 +116,11 @@ func New(st store.Store, opt Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, markEffects: opt.MarkEffects, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
+	judgeRate := opt.EvaluationJudgeRate
+	if judgeRate <= 0 {
+		judgeRate = DefaultEvaluationJudgeRate
+	}
+	return &Service{judgeWithModel: opt.JudgeWithModel, evalJudgeCalls: rate.NewLimiter(rate.Limit(judgeRate), max(1, int(judgeRate))), store: st, markEffects: opt.MarkEffects, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
 		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), retain: opt.RetainEvidence, programs: map[string]*anticipate.Anticipation{}}
 }
 

@@ -140,3 +140,42 @@ func (c Config) timeout() time.Duration {
 	}
 	return DefaultTimeout
 }
+
+// ModelJudge is a judge of a model service that can grade with another of
+// its models: the same endpoint and credentials, another model (an
+// evaluation's judge override).
+type ModelJudge interface {
+	Judge
+	WithModel(model string) Judge
+}
+
+// WithModel returns the judge grading with model instead, still counted
+// under its kind; ok is false when the judge names no model (the protocol
+// judge).
+func WithModel(j Judge, model string) (Judge, bool) {
+	if i, ok := j.(instrumented); ok {
+		inner, ok := WithModel(i.j, model)
+		if !ok {
+			return nil, false
+		}
+		return instrumented{j: inner, kind: i.kind, m: i.m}, true
+	}
+	if m, ok := j.(ModelJudge); ok {
+		return m.WithModel(model), true
+	}
+	return nil, false
+}
+
+// WithModel returns a copy of the judge that sends model.
+func (c *OpenAI) WithModel(model string) Judge {
+	cp := *c
+	cp.Model = model
+	return &cp
+}
+
+// WithModel returns a copy of the judge that asks model.
+func (b *Bedrock) WithModel(model string) Judge {
+	cp := *b
+	cp.ModelID = model
+	return &cp
+}

@@ -1,0 +1,434 @@
+package evaluation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/anticipate"
+	"github.com/agentclock/clockwork/internal/assertion"
+	"github.com/agentclock/clockwork/internal/errs"
+	"github.com/agentclock/clockwork/internal/expect"
+	"github.com/agentclock/clockwork/internal/regrade"
+	"github.com/agentclock/clockwork/internal/store"
+)
+
+// Bounds on one step of an evaluation: it grades at most evaluationStep
+// plans, 4 at once, and stops taking new ones after evaluationStepBudget
+// (its results are committed together, within the store's commit limits:
+// at most evaluationStepBytes of results).
+const (
+	evaluationStep        = 25
+	evaluationParallel    = 4
+	evaluationStepBudget  = 30 * time.Second
+	evaluationStepBytes   = 2 << 20
+	maxEvaluationResultSz = 300 << 10
+)
+
+// RunEvaluation runs one step of a job: it claims the step, grades the
+// next plans and commits their results with the job's progress
+// (conditionally on the progress it read, so a step that ran while
+// another did commits nothing). It reports whether plans remain for this
+// caller to carry on: false too when another delivery holds the step. A job that is
+// not running (done, failed, unknown) does nothing. Errors are the
+// store's; a plan that cannot be graded is a result with its error.
+func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err error) {
+	rec, err := s.readEvaluation(ctx, id)
+	if err != nil || rec == nil || rec.State != EvaluationRunning {
+		return false, err
+	}
+	spec, err := regrade.Parse(rec.Request)
+	if err != nil {
+		return false, s.failEvaluation(ctx, rec, "the stored request no longer validates: "+err.Error())
+	}
+	refs, err := s.evaluationPlans(ctx, id, rec.Done, min(evaluationStep, rec.Total-rec.Done))
+	if err != nil {
+		return false, err
+	}
+	// One delivery grades a step: a duplicate (a message delivered twice,
+	// the sweep's repair racing a slow step) would call the judge again
+	// for every plan. Its holder carries the job on; one that dies frees
+	// the step when the claim expires, and the sweep enqueues it again.
+	if len(refs) > 0 {
+		held, err := store.Claim(ctx, s.store, evaluationStepKey(id, rec.Done), evaluationStepBudget+s.retry.CallTimeout+store.ClaimMargin)
+		if err != nil || !held {
+			return false, wrap(err)
+		}
+	}
+	judge := s.judge
+	if spec.JudgeModel != "" && judge != nil {
+		if s.judgeWithModel == nil {
+			judge = nil
+		} else if j, ok := s.judgeWithModel(spec.JudgeModel); ok {
+			judge = j
+		} else {
+			judge = nil
+		}
+	}
+	created, _ := expect.ParseTime(rec.CreatedAt)
+	deadline := time.Now().Add(evaluationStepBudget)
+	results := make([]regrade.Result, len(refs))
+	calls := make([]int, len(refs))
+	failed := make([]error, len(refs))
+	graded := make([]bool, len(refs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, evaluationParallel)
+	for i, ref := range refs {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i], calls[i], failed[i] = s.regradePlan(ctx, rec.EvaluationID, created, ref, spec, judge)
+			graded[i] = failed[i] == nil
+		}()
+	}
+	wg.Wait()
+	// The results commit in plan order: stop at the first plan not graded.
+	n, size := 0, 0
+	var items []store.Item
+	judgeCalls := 0
+	for n < len(refs) && graded[n] {
+		it, err := s.resultItem(rec, rec.Done+n, results[n])
+		if err != nil {
+			return false, wrap(err)
+		}
+		if size += len(it.Data); size > evaluationStepBytes && n > 0 {
+			break
+		}
+		items = append(items, it)
+		judgeCalls += calls[n]
+		n++
+	}
+	if n == 0 && len(refs) > 0 {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if len(refs) > 0 && failed[0] != nil {
+			return false, failed[0]
+		}
+		return false, fmt.Errorf("evaluation %s: no plan graded in this step", id)
+	}
+	from := rec.Done
+	var stillRunning bool
+	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, evaluationKey(id))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[EvaluationRecord](it)
+		if err != nil {
+			return err
+		}
+		if cur.State != EvaluationRunning || cur.Done != from {
+			stillRunning = cur.State == EvaluationRunning
+			return nil // another step committed these plans first
+		}
+		for i, r := range items {
+			tx.PutUnconditional(r)
+			cur.Tally.Add(results[i])
+		}
+		cur.Done += n
+		cur.JudgeCalls += judgeCalls
+		cur.UpdatedAt = expect.FormatTime(s.now())
+		if cur.Done >= cur.Total {
+			cur.State, cur.FinishedAt = EvaluationDone, cur.UpdatedAt
+		}
+		stillRunning = cur.State == EvaluationRunning
+		next, err := evaluationItem(cur)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		return nil
+	})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return stillRunning, nil
+}
+
+// resultItem is a result's item; a result too large for one is stored
+// without its signed VERIFY, and then with its error alone.
+func (s *Service) resultItem(rec *EvaluationRecord, seq int, r regrade.Result) (store.Item, error) {
+	for attempt := 0; ; attempt++ {
+		it, err := expiring(mkItem(evaluationResultKey(rec.EvaluationID, seq), TypeEvaluationResult, r, nil))(rec.ExpiresAt)
+		if err != nil || len(it.Data) <= maxEvaluationResultSz || attempt == 2 {
+			return it, err
+		}
+		if attempt == 0 {
+			r.Verification = nil
+			continue
+		}
+		r = regrade.Result{PlanID: r.PlanID, AgentID: r.AgentID, OriginalVerdict: r.OriginalVerdict, OriginalScore: r.OriginalScore,
+			OriginalVerificationID: r.OriginalVerificationID, Criteria: []anticipate.Result{}, Error: "the result is too large to store"}
+	}
+}
+
+// evaluationStepKey is the claim on the step that grades from plan done.
+func evaluationStepKey(id string, done int) store.Key {
+	return store.Key{PK: evaluationPK(id), SK: fmt.Sprintf("STEP#%06d", done)}
+}
+
+// evaluationPlans reads n plans of a job's list from index from.
+func (s *Service) evaluationPlans(ctx context.Context, id string, from, n int) ([]PlanRef, error) {
+	var out []PlanRef
+	for len(out) < n {
+		i := from + len(out)
+		it, err := s.store.Get(ctx, evaluationPlansKey(id, i/evaluationChunk))
+		if err != nil {
+			return nil, wrap(err)
+		}
+		var chunk []PlanRef
+		if err := json.Unmarshal(it.Data, &chunk); err != nil {
+			return nil, wrap(err)
+		}
+		if i%evaluationChunk >= len(chunk) {
+			return nil, fmt.Errorf("evaluation %s: plan %d is not in its list", id, i)
+		}
+		take := chunk[i%evaluationChunk:]
+		out = append(out, take[:min(len(take), n-len(out))]...)
+	}
+	return out, nil
+}
+
+// failEvaluation ends a job that can never finish.
+func (s *Service) failEvaluation(ctx context.Context, rec *EvaluationRecord, reason string) error {
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, evaluationKey(rec.EvaluationID))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[EvaluationRecord](it)
+		if err != nil || cur.State != EvaluationRunning {
+			return err
+		}
+		cur.State, cur.Error = EvaluationFailed, reason
+		cur.UpdatedAt = expect.FormatTime(s.now())
+		cur.FinishedAt = cur.UpdatedAt
+		next, err := evaluationItem(cur)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		return nil
+	})
+}
+
+// regradePlan grades one plan against the evaluation's criteria, as VERIFY
+// would (anticipate.Grade over the stored aggregate), calling the judge
+// for its HEURISTIC criteria (bounded by the evaluation judge rate) and
+// sealing and signing the result. It returns the judge calls made. Errors
+// are the store's; a plan that cannot be graded is a result with Error.
+func (s *Service) regradePlan(ctx context.Context, evaluationID string, at time.Time, ref PlanRef, spec regrade.Spec, judge Judge) (regrade.Result, int, error) {
+	out := regrade.Result{PlanID: ref.PlanID, AgentID: ref.AgentID, Criteria: []anticipate.Result{}}
+	ex, err := s.Execution(ctx, ref.AgentID, ref.PlanID)
+	if errs.Is(err, errs.NotFound) {
+		out.Error = "the plan's execution is no longer stored (erased, or past its retention)"
+		return out, 0, nil
+	}
+	if err != nil {
+		return out, 0, err
+	}
+	plan := regrade.Plan{AgentID: ref.AgentID, PlanID: ref.PlanID}
+	for _, antID := range ex.Bound {
+		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return out, 0, wrap(err)
+		}
+		orig, err := s.compiled(rec)
+		if err != nil {
+			return out, 0, err
+		}
+		plan.Original = orig
+		vid := anticipate.VerificationIDFor(rec.Digest, ref.PlanID)
+		if vr, err := s.readVerification(ctx, vid); err != nil {
+			return out, 0, err
+		} else if vr != nil {
+			out.OriginalVerificationID = vid
+			out.OriginalVerdict = vr.Verification.Verdict
+			sc := vr.Verification.Score
+			out.OriginalScore = &sc
+		}
+		break
+	}
+	raw, err := regrade.Anticipation(plan, evaluationID, at, spec)
+	if err != nil {
+		out.Error = err.Error()
+		return out, 0, nil
+	}
+	a, err := anticipate.Validate(raw)
+	if err != nil {
+		// The plan's own policy with these criteria (weights all 0 under
+		// its weighted_scoring, say).
+		out.Error = "the criteria cannot be graded with this plan's grading policy: " + err.Error()
+		return out, 0, nil
+	}
+	var w assertion.Watcher
+	if s.watcher != nil {
+		w = watcherEnv{ctx: ctx, r: s.watcher, agent: a.AgentID}
+	}
+	agg, err := s.aggregate(ctx, ex)
+	if err != nil {
+		return out, 0, wrap(err)
+	}
+	env := agg.Env(w)
+	exec := anticipate.Execution{VerificationID: regrade.ResultID(evaluationID, ref.AgentID, ref.PlanID), PlanID: ref.PlanID, ExecutionDigest: ex.Head}
+	v := anticipate.Grade(a, a.Programs(), env, nil, exec, s.now())
+	calls := 0
+	if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
+		grades := map[string]anticipate.CriterionGrade{}
+		reasons := map[string]string{}
+		for _, jr := range pending {
+			if judge == nil {
+				reasons[jr.CriterionID] = "no model judge is configured"
+				if spec.JudgeModel != "" {
+					reasons[jr.CriterionID] = fmt.Sprintf("the configured judge cannot grade with model %q", spec.JudgeModel)
+				}
+				continue
+			}
+			if err := s.evalJudgeCalls.Wait(ctx); err != nil {
+				return out, calls, err
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.retry.CallTimeout)
+			resp, err := judge.Judge(cctx, jr)
+			cancel()
+			calls++
+			if ctx.Err() != nil {
+				return out, calls, ctx.Err()
+			}
+			if err != nil {
+				reasons[jr.CriterionID] = clipReason("the model judge did not grade it: " + err.Error())
+				continue
+			}
+			gradedBy := resp.GradedBy
+			if gradedBy == "" {
+				gradedBy = "model:judge"
+			}
+			grades[jr.CriterionID] = anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}
+		}
+		v = anticipate.Grade(a, a.Programs(), env, grades, exec, s.now())
+		annotatePending(&v, reasons)
+	}
+	if err := s.seal(&v); err != nil {
+		return out, calls, wrap(err)
+	}
+	out.Verdict, out.Criteria, out.Verification = v.Verdict, v.Results, &v
+	score := v.Score
+	out.Score = &score
+	return out, calls, nil
+}
+
+// RepairEvaluations enqueues again the running jobs that made no progress
+// for late (their message lost, or their step failing) and returns how
+// many it enqueued.
+func (s *Service) RepairEvaluations(ctx context.Context, e Evaluator, late time.Duration, limit int) (int, error) {
+	ids, err := s.RunningEvaluations(ctx, s.now().Add(-late), limit)
+	if err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		if err := e.EnqueueEvaluation(ctx, id); err != nil {
+			return i, err
+		}
+	}
+	return len(ids), nil
+}
+
+// EvaluationMessage is the grading queue's message of one evaluation step
+// (beside the GradeJobs).
+type EvaluationMessage struct {
+	EvaluationID string `json:"evaluationId"`
+}
+
+// ParseEvaluationMessage reports whether a grading queue body is an
+// evaluation step, and which.
+func ParseEvaluationMessage(body string) (string, bool) {
+	var m EvaluationMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil || m.EvaluationID == "" {
+		return "", false
+	}
+	return m.EvaluationID, true
+}
+
+// EvaluationWorker is the embedded runtime's evaluation queue: it finds
+// the running jobs in the store (so a restart continues them) and runs
+// their steps, one job at a time. EnqueueEvaluation only wakes it.
+type EvaluationWorker struct {
+	svc  *Service
+	log  *slog.Logger
+	wake chan struct{}
+	// Idle is the longest it sleeps without looking (default 30 s).
+	Idle time.Duration
+}
+
+// NewEvaluationWorker returns the worker of svc and makes it svc's
+// Evaluator.
+func NewEvaluationWorker(svc *Service, log *slog.Logger) *EvaluationWorker {
+	w := &EvaluationWorker{svc: svc, log: log, wake: make(chan struct{}, 1), Idle: 30 * time.Second}
+	svc.SetEvaluator(w)
+	return w
+}
+
+// EnqueueEvaluation wakes the worker; the job is already stored.
+func (w *EvaluationWorker) EnqueueEvaluation(context.Context, string) error {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run runs evaluations until ctx ends.
+func (w *EvaluationWorker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		busy, err := w.runAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Error("evaluation", "err", err)
+		}
+		if busy && err == nil {
+			continue
+		}
+		wait := w.Idle
+		if err != nil {
+			wait = min(wait, failedJobWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-w.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// runAll runs one step of every running job; busy when any has more.
+func (w *EvaluationWorker) runAll(ctx context.Context) (busy bool, err error) {
+	ids, err := w.svc.RunningEvaluations(ctx, w.svc.now().Add(24*365*time.Hour), store.MaxLimit)
+	if err != nil {
+		return false, err
+	}
+	var first error
+	for _, id := range ids {
+		more, err := w.svc.RunEvaluation(ctx, id)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return false, err
+			}
+			first = errors.Join(first, err)
+			continue
+		}
+		busy = busy || more
+	}
+	return busy, first
+}
