@@ -55,10 +55,10 @@ const MaxChanged = 1000
 // Tally accumulates the summary of an evaluation's results as they come:
 // it is stored with the job and advanced with each batch of results.
 type Tally struct {
-	Graded   int `json:"graded"`
-	Errors   int `json:"errors"`
-	Passed   int `json:"passed"`
-	Pending  int `json:"pending"`
+	Graded   int     `json:"graded"`
+	Errors   int     `json:"errors"`
+	Passed   int     `json:"passed"`
+	Pending  int     `json:"pending"`
 	ScoreSum float64 `json:"scoreSum"`
 	Scored   int     `json:"scored"`
 	// ChangedCount counts every changed verdict; Changed lists the first
