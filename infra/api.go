@@ -36,6 +36,16 @@ func (sb *stackBuilder) apiFunctions() {
 	}))
 	st.API = sb.function("ApiFunction", "api", "HTTP API (API Gateway payload v2): agents, expectations, facts, anticipations, verifications",
 		APITimeoutS, true, map[string]string{"TRUST_AUTHORIZER": "true"}, func(p *awslambda.FunctionProps) { reserve(p, cfg.APIConcurrency) })
+	// POST /v1/evaluations puts a re-grading job's first step on the
+	// grading queue (the grader function runs it).
+	st.API.AddEnvironment(s("GRADING_QUEUE_URL"), st.GradingQueue.QueueUrl(), nil)
+	if cfg.JudgeKind != "" {
+		// So that an evaluation may name another model of the judge.
+		st.API.AddEnvironment(s("MODEL_GRADING"), s("true"), nil)
+	}
+	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: s("GradingQueue"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
+	}))
 	if cfg.MCPAllowedOrigins != "" {
 		st.API.AddEnvironment(s("MCP_ALLOWED_ORIGINS"), s(cfg.MCPAllowedOrigins), nil)
 	}

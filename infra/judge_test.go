@@ -47,6 +47,9 @@ func TestJudgeGrants(t *testing.T) {
 		if v := envOf(t, sy.json, sy.cfg.Name+"-stream")["MODEL_GRADING"]; v != "true" {
 			t.Errorf("%s judge: the stream function's MODEL_GRADING is %v, want true (VERIFY leaves HEURISTIC criteria to the grader)", kind, v)
 		}
+		if v := envOf(t, sy.json, sy.cfg.Name+"-api")["MODEL_GRADING"]; v != "true" {
+			t.Errorf("%s judge: the API function's MODEL_GRADING is %v, want true (an evaluation may name another model)", kind, v)
+		}
 	}
 	t.Run("bedrock", func(t *testing.T) {
 		sy := judges["bedrock"]

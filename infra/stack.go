@@ -67,6 +67,8 @@ var Routes = []Route{
 	{"GET", "/v1/verifications/{verificationId}/bundle", false},
 	{"POST", "/v1/verifications/{verificationId}/grades", false},
 	{"GET", "/v1/keys/verify", false},
+	{"POST", "/v1/evaluations", false},
+	{"GET", "/v1/evaluations/{evaluationId}", false},
 	{"POST", "/mcp", false}, // the MCP endpoint (internal/mcpapi): tools for LLM agents
 	// The web console: its page and files are public (no authorizer); its
 	// data comes through the routes above with the token the person enters.

@@ -98,7 +98,7 @@ func TestFunctions(t *testing.T) {
 			timers := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-timers"))
 			grading := ref(onlyID(t, tj, "AWS::SQS::Queue", "QueueName", "clockwork-"+stage+"-grading"))
 			env := map[string]obj{
-				"api":        {"TRUST_AUTHORIZER": "true"},
+				"api":        {"TRUST_AUTHORIZER": "true", "GRADING_QUEUE_URL": grading},
 				"authorizer": {"TOKENS_PARAMETER": "/clockwork/" + stage + "/tokens"},
 				"clock":      {"TIMER_QUEUE_URL": timers, "GRADING_QUEUE_URL": grading},
 				"grader":     {"GRADING_QUEUE_URL": grading},

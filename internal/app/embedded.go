@@ -216,6 +216,7 @@ func Start(cfg Config) (*App, error) {
 	}
 	if j != nil {
 		evalOpt.Judge = j
+		evalOpt.JudgeWithModel = func(model string) (evaluation.Judge, bool) { return judge.WithModel(j, model) }
 	}
 	if !cfg.NoSigningKey {
 		key, err := signingKey(filepath.Join(cfg.DataDir, "verify-ed25519.key"))
@@ -229,6 +230,8 @@ func Start(cfg Config) (*App, error) {
 	// Model grading runs beside the feed, one job per criterion, so a slow
 	// judge never holds the changes behind a PLAN_COMPLETE.
 	grading := evaluation.NewGradingWorker(a.Eval, cfg.Log)
+	// Evaluations (re-grading stored executions) run in steps beside it.
+	evaluations := evaluation.NewEvaluationWorker(a.Eval, cfg.Log)
 	nclient := cfg.NotifyHTTPClient
 	if nclient == nil {
 		nclient = netguard.NewHTTPClient(netguard.Guard{AllowPrivate: cfg.AllowPrivateAgents}, 15*time.Second)
@@ -279,6 +282,7 @@ func Start(cfg Config) (*App, error) {
 	a.run(func() { a.Timers.Run(ctx) })
 	a.run(func() { a.Outbox.Run(ctx) })
 	a.run(func() { grading.Run(ctx) })
+	a.run(func() { evaluations.Run(ctx) })
 	a.run(func() { a.Notifier.Run(ctx, 0) })
 	if !cfg.PauseFeed {
 		// A change the feed set aside after its retries is tried again

@@ -443,6 +443,11 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 		}
 		if j != nil {
 			evalOpt.Judge = j
+			if m, ok := j.(interface {
+				WithModel(string) (evaluation.Judge, bool)
+			}); ok {
+				evalOpt.JudgeWithModel = m.WithModel
+			}
 		}
 	}
 	if cfg.SigningKey == nil && cfg.SigningKeyParameter != "" {
@@ -458,6 +463,11 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	}
 	evalOpt.SigningKey = cfg.SigningKey
 	r.Eval = evaluation.New(r.Store, evalOpt)
+	if cfg.GradingQueueURL != "" {
+		// Evaluations start from the API and go on in the grader.
+		r.SQS = awsclient.NewSQSSender(ac)
+		r.Eval.SetEvaluator(r.evaluator())
+	}
 
 	var sealer credentials.Sealer
 	if cfg.CredentialsKeyID != "" {

@@ -62,6 +62,39 @@ func (g queueGrader) Enqueue(ctx context.Context, jobs []evaluation.GradeJob) er
 	return nil
 }
 
+// queueEvaluator is evaluation.Evaluator on the grading queue: each
+// message is one step of an evaluation (evaluation.RunEvaluation), which
+// the grader function runs and follows with the next step's message.
+type queueEvaluator struct {
+	sqs *awsclient.SQSSender
+	url string
+}
+
+func (e queueEvaluator) EnqueueEvaluation(ctx context.Context, id string) error {
+	body, err := json.Marshal(evaluation.EvaluationMessage{EvaluationID: id})
+	if err != nil {
+		return err
+	}
+	if err := e.sqs.SendMessage(ctx, e.url, string(body), 0); err != nil {
+		return fmt.Errorf("grading queue: %w", err)
+	}
+	return nil
+}
+
+// evaluator returns the grading queue's evaluation sender, or nil.
+func (r *Runtime) evaluator() evaluation.Evaluator {
+	if r.Config.GradingQueueURL == "" || r.SQS == nil {
+		return nil
+	}
+	return queueEvaluator{sqs: r.SQS, url: r.Config.GradingQueueURL}
+}
+
+// DefaultEvaluationRepairAfter is how long a running evaluation may make
+// no progress before the sweep enqueues its step again (its message lost,
+// or its step's holder gone: a claim on a step expires within about two
+// minutes).
+const DefaultEvaluationRepairAfter = 5 * time.Minute
+
 // delaySeconds is a message timer for d: rounded up, within SQS's bounds.
 func delaySeconds(d time.Duration) int32 {
 	if d <= 0 {
@@ -81,6 +114,15 @@ func delaySeconds(d time.Duration) int32 {
 func (r *Runtime) HandleGrading(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	grader := r.grader()
 	return concurrentBatch(ev, func(m events.SQSMessage) func() error {
+		if id, ok := evaluation.ParseEvaluationMessage(m.Body); ok {
+			return func() error {
+				err := r.evaluationStep(ctx, id)
+				if err != nil {
+					r.Log.Error("evaluation step failed", "messageId", m.MessageId, "evaluation", id, "err", err)
+				}
+				return err
+			}
+		}
 		job, err := evaluation.UnmarshalGradeJob(m.Body)
 		if err != nil {
 			r.Log.Error("grading message is not a job", "messageId", m.MessageId, "err", err)
@@ -94,6 +136,20 @@ func (r *Runtime) HandleGrading(ctx context.Context, ev events.SQSEvent) (events
 			return err
 		}
 	}), nil
+}
+
+// evaluationStep runs one step of an evaluation and puts the next step's
+// message on the queue when plans remain.
+func (r *Runtime) evaluationStep(ctx context.Context, id string) error {
+	more, err := r.Eval.RunEvaluation(ctx, id)
+	if err != nil || !more {
+		return err
+	}
+	e := r.evaluator()
+	if e == nil {
+		return fmt.Errorf("no grading queue (GRADING_QUEUE_URL) to put the evaluation's next step on")
+	}
+	return e.EnqueueEvaluation(ctx, id)
 }
 
 func (r *Runtime) gradeOne(ctx context.Context, g evaluation.Grader, job evaluation.GradeJob) error {

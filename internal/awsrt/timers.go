@@ -191,6 +191,9 @@ type SweepResult struct {
 	// Grading counts the grading jobs put back on the grading queue
 	// because they were late past Config.GradingRepairAfter.
 	Grading int `json:"grading,omitempty"`
+	// Evaluations counts the running evaluations enqueued again because
+	// they made no progress for DefaultEvaluationRepairAfter.
+	Evaluations int `json:"evaluations,omitempty"`
 	// Effects counts the changes whose effects were redone because their
 	// marker was older than Config.EffectsRepairAfter (the stream record
 	// was lost or is still failing).
@@ -257,6 +260,14 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			after = DefaultGradingRepairAfter
 		}
 		res.Grading, err = r.Eval.RepairGrading(ctx, g, after, MaxSweepRecords)
+		if err != nil || nearDeadline(ctx) {
+			return res, err
+		}
+	}
+	// The evaluations that made no progress: their step's message was
+	// lost, or its holder died.
+	if e := r.evaluator(); e != nil {
+		res.Evaluations, err = r.Eval.RepairEvaluations(ctx, e, DefaultEvaluationRepairAfter, MaxSweepRecords)
 		if err != nil || nearDeadline(ctx) {
 			return res, err
 		}

@@ -99,6 +99,8 @@ func authzCases() []authzCase {
 		{name: "grade", pattern: "POST /v1/verifications/{verificationId}/grades", method: "POST", path: "/v1/verifications/{vid}/grades",
 			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
 		{name: "export traces", pattern: "POST /v1/traces", method: "POST", path: "/v1/traces", body: static([]byte(`{"resourceSpans":[]}`)), scope: auth.EventsWrite},
+		{name: "start evaluation", pattern: "POST /v1/evaluations", method: "POST", path: "/v1/evaluations", body: static(evaluationBody()), scope: auth.GradesWrite, bound: true},
+		{name: "get evaluation", pattern: "GET /v1/evaluations/{evaluationId}", method: "GET", path: "/v1/evaluations/{eid}", scope: auth.Read, bound: true, ownID: "{eid}", unknownID: "evl-unknown"},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
 		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -249,7 +251,7 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 				if c.body != nil {
 					body = c.body(f)
 				}
-				path := strings.ReplaceAll(c.path, "{vid}", f.verificationID)
+				path := strings.ReplaceAll(strings.ReplaceAll(c.path, "{vid}", f.verificationID), "{eid}", f.evaluationID)
 				hdr := http.Header{}
 				switch {
 				case cl.notification:
@@ -270,7 +272,7 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 					t.Fatalf("%s %s: %d %s", c.method, path, a.status, a.body)
 				}
 				if want == "as unknown" {
-					own := strings.ReplaceAll(c.ownID, "{vid}", f.verificationID)
+					own := strings.ReplaceAll(strings.ReplaceAll(c.ownID, "{vid}", f.verificationID), "{eid}", f.evaluationID)
 					unknownPath := strings.Replace(path, own, c.unknownID, 1)
 					u := doHeaders(h, c.method, unknownPath, hdr, body)
 					same := strings.ReplaceAll(string(u.body), c.unknownID, own)

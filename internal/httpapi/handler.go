@@ -158,6 +158,9 @@ func (h *Handler) routes() []route {
 		{Pattern: "GET /v1/verifications/{verificationId}/bundle", Scope: auth.Read, Eval: true, fn: h.bundle},
 		{Pattern: "POST /v1/verifications/{verificationId}/grades", Scope: auth.GradesWrite, Eval: true, fn: h.grade},
 		{Pattern: "GET /v1/keys/verify", Scope: auth.Read, Eval: true, fn: h.verifyKey},
+		// Re-grading stored executions (evaluations.go).
+		{Pattern: "POST /v1/evaluations", Scope: auth.GradesWrite, Eval: true, fn: h.startEvaluation},
+		{Pattern: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, Eval: true, fn: h.getEvaluation},
 		{Pattern: "POST /v1/traces", Scope: auth.EventsWrite, Eval: true, fn: h.traces},
 		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
 		{Pattern: "POST /mcp", fn: h.mcp},

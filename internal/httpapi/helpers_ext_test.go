@@ -161,6 +161,14 @@ var planEvents = []map[string]any{
 // fixture is what seed created.
 type fixture struct {
 	verificationID string
+	evaluationID   string
+}
+
+// evaluationBody re-grades agent-1's plans with one DETERMINISTIC criterion.
+func evaluationBody() []byte {
+	return mustJSON(map[string]any{"filter": map[string]any{"agentId": agent}, "criteria": []any{map[string]any{"criterion_id": "few-steps",
+		"description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}},
+		"gradingPolicy": map[string]any{"grader_type": "CODE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": true}})
 }
 
 // seed creates agent-1's card and expectations, an unsealed anticipation
@@ -200,7 +208,15 @@ func seed(t testing.TB, h http.Handler) fixture {
 			t.Fatal(err)
 		}
 		if len(vs.Verifications) > 0 {
-			return fixture{verificationID: vs.Verifications[0].ID}
+			a := do(h, "POST", "/v1/evaluations", allToken, evaluationBody())
+			must(a, 202)
+			var ev struct {
+				ID string `json:"evaluationId"`
+			}
+			if err := json.Unmarshal(a.body, &ev); err != nil || ev.ID == "" {
+				t.Fatalf("seed: evaluation %s", a.body)
+			}
+			return fixture{verificationID: vs.Verifications[0].ID, evaluationID: ev.ID}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("seed: no VERIFY for plan-1")

@@ -6,6 +6,7 @@ package awsjudge
 import (
 	"context"
 
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/awsrt"
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/judge"
@@ -20,5 +21,23 @@ func New(ctx context.Context, s awsrt.JudgeSettings) (evaluation.Judge, error) {
 	if err != nil || j == nil {
 		return nil, err
 	}
-	return j, nil
+	return modelJudge{j}, nil
+}
+
+// modelJudge lets an evaluation grade with another model of the judge
+// (awsrt finds WithModel).
+type modelJudge struct{ j judge.Judge }
+
+// Judge grades with the configured model.
+func (m modelJudge) Judge(ctx context.Context, req anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
+	return m.j.Judge(ctx, req)
+}
+
+// WithModel is judge.WithModel.
+func (m modelJudge) WithModel(model string) (evaluation.Judge, bool) {
+	j, ok := judge.WithModel(m.j, model)
+	if !ok {
+		return nil, false
+	}
+	return j, true
 }
