@@ -79,6 +79,9 @@ type Config struct {
 	// JudgeRetry bounds the judge's attempts at each HEURISTIC criterion
 	// (zero: evaluation's defaults; tests shorten it).
 	JudgeRetry evaluation.JudgeRetry
+	// EvaluationJudgeRate bounds the judge calls evaluations make per
+	// second (-evaluation-judge-rate; zero: evaluation's default).
+	EvaluationJudgeRate float64
 	// PauseFeed starts without consuming the change feed (tests use it to
 	// stand for a crash between a commit and its asynchronous effects).
 	PauseFeed bool
@@ -207,7 +210,8 @@ func Start(cfg Config) (*App, error) {
 	}, cfg.TimerWorkers, cfg.Log)
 	a.Timers.SetClock(a.Watcher.Now)
 	a.Timers.Lateness = cfg.Lateness
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry, RetainEvidence: cfg.RetainEvidence}
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry, RetainEvidence: cfg.RetainEvidence,
+		EvaluationJudgeRate: cfg.EvaluationJudgeRate}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
 		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge, Metrics: cfg.Metrics})
 	if err != nil {

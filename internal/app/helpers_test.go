@@ -160,6 +160,8 @@ func newEnv(t *testing.T, mut ...func(*Config)) *testEnv {
 		// A judge's failed attempt comes back within a fraction of a
 		// second, and a criterion is given up after a few.
 		JudgeRetry: evaluation.JudgeRetry{Attempts: 3, Base: 50 * time.Millisecond, Max: 200 * time.Millisecond, CallTimeout: 5 * time.Second},
+		// Evaluations are not held back by the judge's rate bound.
+		EvaluationJudgeRate: 10000,
 	}
 	if os.Getenv("CLOCKWORK_TEST_LOG") != "" {
 		e.cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -257,7 +259,7 @@ func (e *testEnv) restartAWS() {
 	e.listenPublic()
 	rt, err := awsrt.New(awsops.WithFunction(context.Background(), awsops.Init), awsrt.Config{
 		PublicURL:     e.cfg.Notify.PublicURL,
-		TimerQueueURL: e.timerQueue, GradingQueueURL: e.gradingQueue, JudgeRetry: e.cfg.JudgeRetry, GradingRepairAfter: awsTestGradingRepairAfter,
+		TimerQueueURL: e.timerQueue, GradingQueueURL: e.gradingQueue, JudgeRetry: e.cfg.JudgeRetry, EvaluationJudgeRate: e.cfg.EvaluationJudgeRate, GradingRepairAfter: awsTestGradingRepairAfter,
 		SchedulerPrecision: awsTestPrecision, SweepAfter: awsTestSweepAfter, EffectsRepairAfter: awsTestEffectsRepairAfter,
 		Table: e.table, ScheduleGroup: e.table, ClockFunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:clock",
 		SchedulerRoleARN: "arn:aws:iam::000000000000:role/scheduler", SchedulerDLQARN: "arn:aws:sqs:us-east-1:000000000000:clock-dlq",

@@ -19,6 +19,7 @@ var scenarios = []struct {
 	{"HeuristicJudge", scenarioHeuristicJudge},
 	{"ModelJudges", scenarioModelJudges},
 	{"JudgeOutage", scenarioJudgeOutage},
+	{"Regrading", scenarioRegrading},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -72,6 +73,10 @@ type Config struct {
 	// JudgeRetry bounds the judge's attempts at each criterion (zero:
 	// evaluation's defaults; tests shorten it).
 	JudgeRetry evaluation.JudgeRetry
+	// EvaluationJudgeRate (EVALUATION_JUDGE_RATE) bounds the judge calls
+	// evaluations make per second in each grader invocation (zero:
+	// evaluation's default).
+	EvaluationJudgeRate float64
 	// GradingRepairAfter is how late a grading job must be before the
 	// sweep enqueues it again (default DefaultGradingRepairAfter).
 	GradingRepairAfter time.Duration
@@ -208,6 +213,11 @@ func FromEnv() (Config, error) {
 	}
 	if c.ModelGrading, err = envBool("MODEL_GRADING"); err != nil {
 		return c, err
+	}
+	if v := os.Getenv("EVALUATION_JUDGE_RATE"); v != "" {
+		if c.EvaluationJudgeRate, err = strconv.ParseFloat(v, 64); err != nil || c.EvaluationJudgeRate <= 0 || math.IsInf(c.EvaluationJudgeRate, 0) {
+			return c, fmt.Errorf("EVALUATION_JUDGE_RATE %q: want a positive number of calls per second", v)
+		}
 	}
 	if c.EventBridgeAlerts, err = envBool("EVENTBRIDGE_ALERTS"); err != nil {
 		return c, err
@@ -434,7 +444,7 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	r.Watcher.MarkEffects(true)
 	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, MarkEffects: true, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry,
+	evalOpt := evaluation.Options{Now: cfg.Now, MarkEffects: true, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry, EvaluationJudgeRate: cfg.EvaluationJudgeRate,
 		RetainEvidence: cfg.RetainEvidence}
 	if judge != nil {
 		j, err := judge(ctx, r)

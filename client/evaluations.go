@@ -1,0 +1,129 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+)
+
+// EvaluationRequest is the body of POST /v1/evaluations: re-grade stored
+// executions against criteria given now.
+type EvaluationRequest struct {
+	Filter EvaluationFilter `json:"filter"`
+	// Criteria are criteria as an ANTICIPATE declares them (Criterion, or
+	// any JSON object), each with an optional "category" (outcome,
+	// trajectory, anti; default outcome).
+	Criteria []json.RawMessage `json:"criteria"`
+	// GradingPolicy is an RFC-032 grading_policy; nil grades each plan
+	// with its own ANTICIPATE's.
+	GradingPolicy *GradingPolicy `json:"gradingPolicy,omitempty"`
+	// Judge names another model of the server's judge.
+	Judge *EvaluationJudge `json:"judge,omitempty"`
+}
+
+// EvaluationFilter selects the stored executions: the completed plans of
+// AgentID whose PLAN_COMPLETE is in [From, To) (RFC 3339, each optional),
+// or the plans named.
+type EvaluationFilter struct {
+	AgentID string   `json:"agentId,omitempty"`
+	From    string   `json:"from,omitempty"`
+	To      string   `json:"to,omitempty"`
+	PlanIDs []string `json:"planIds,omitempty"`
+}
+
+// EvaluationJudge overrides the judge's model.
+type EvaluationJudge struct {
+	Model string `json:"model"`
+}
+
+// Evaluation is a re-grading job: its state, progress, summary and one
+// page of its results.
+type Evaluation struct {
+	EvaluationID string             `json:"evaluationId"`
+	State        string             `json:"state"` // running, done or failed
+	Progress     EvaluationProgress `json:"progress"`
+	Filter       EvaluationFilter   `json:"filter"`
+	Results      []EvaluationResult `json:"results"`
+	NextToken    string             `json:"nextToken,omitempty"`
+	Summary      EvaluationSummary  `json:"summary"`
+	JudgeCalls   int                `json:"judgeCalls"`
+	CreatedAt    string             `json:"createdAt"`
+	FinishedAt   string             `json:"finishedAt,omitempty"`
+	Error        string             `json:"error,omitempty"`
+	StartedBy    string             `json:"startedBy"`
+}
+
+// EvaluationProgress counts the plans graded of the total.
+type EvaluationProgress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
+// EvaluationResult is one plan's re-grade beside its original VERIFY.
+type EvaluationResult struct {
+	PlanID                 string        `json:"planId"`
+	AgentID                string        `json:"agentId"`
+	Verdict                string        `json:"verdict,omitempty"`
+	Score                  *float64      `json:"score"`
+	OriginalVerdict        string        `json:"originalVerdict,omitempty"`
+	OriginalScore          *float64      `json:"originalScore"`
+	OriginalVerificationID string        `json:"originalVerificationId,omitempty"`
+	Criteria               []Result      `json:"criteria"`
+	Verification           *Verification `json:"verification,omitempty"`
+	Error                  string        `json:"error,omitempty"`
+}
+
+// EvaluationSummary sums up the results so far.
+type EvaluationSummary struct {
+	PassRate     *float64                            `json:"passRate"`
+	MeanScore    *float64                            `json:"meanScore"`
+	Graded       int                                 `json:"graded"`
+	Passed       int                                 `json:"passed"`
+	Pending      int                                 `json:"pending"`
+	Errors       int                                 `json:"errors"`
+	Changed      []string                            `json:"changed"`
+	ChangedCount int                                 `json:"changedCount"`
+	PerCriterion map[string]EvaluationCriterionScore `json:"perCriterion"`
+}
+
+// EvaluationCriterionScore is one criterion's part of the summary.
+type EvaluationCriterionScore struct {
+	PassRate  *float64 `json:"passRate"`
+	MeanScore *float64 `json:"meanScore"`
+	Passed    int      `json:"passed"`
+	Failed    int      `json:"failed"`
+	Errors    int      `json:"errors"`
+	Pending   int      `json:"pending"`
+}
+
+// StartEvaluation starts re-grading the stored executions req names; the
+// answer is the job, running (or done when nothing matched). Poll it with
+// Evaluation. It is sent once (a retry would start a second job). Errors
+// (*Error): 400 naming the field (criteria[i].assertion, filter.planIds[i],
+// …), 401, 403 (the token may not act for filter.agentId).
+func (c *Client) StartEvaluation(ctx context.Context, req EvaluationRequest) (*Evaluation, error) {
+	var out Evaluation
+	if err := c.do(ctx, call{method: "POST", path: "/v1/evaluations", body: &req, once: true, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Evaluation reads a job with one page of its results (limit 0: the
+// server's default of 100). Errors (*Error): 404 (also for a job of agents
+// the token may not act for), 400 naming limit or nextToken, 401, 403.
+func (c *Client) Evaluation(ctx context.Context, id string, limit int, nextToken string) (*Evaluation, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if nextToken != "" {
+		q.Set("nextToken", nextToken)
+	}
+	var out Evaluation
+	if err := c.do(ctx, call{method: "GET", path: "/v1/evaluations/" + seg(id), query: q.Encode(), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
