@@ -285,7 +285,9 @@ func runPlans(t *testing.T, e *testEnv, agent string, n int, plan func(i int) (s
 	if first != nil {
 		t.Fatal(first)
 	}
-	str := func(k, v string) map[string]any { return map[string]any{"key": k, "value": map[string]any{"stringValue": v}} }
+	str := func(k, v string) map[string]any {
+		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
+	}
 	for lo := 0; lo < n; lo += 50 {
 		var spans []any
 		for i := lo; i < min(n, lo+50); i++ {
