@@ -89,8 +89,14 @@ type clientReport struct {
 func scenarioMCPOfficialClients(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
-	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
-		"ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "withdraw_expectations"}
+	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_evaluation", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
+		"ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "withdraw_expectations"}
+	// An evaluation for the clients to read (the agent has no completed
+	// plan, so it is done at once).
+	evalCriteria := []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 3", "weight": 1}}
+	evalPolicy := map[string]any{"grader_type": "CODE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": true}
+	var started struct{ EvaluationID string }
+	e.must(202, e.call("POST", "/v1/evaluations", map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": evalCriteria, "gradingPolicy": evalPolicy})).json(t, &started)
 	for _, c := range mcpClients {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := c.cmd(t)
@@ -120,6 +126,9 @@ func scenarioMCPOfficialClients(t *testing.T) {
 				})), invalid: "expectations.outcome_criteria[0].weight"},
 				{Tool: "append_execution_event", Arguments: map[string]any{"planId": "plan-" + p, "event": event(p+"-ev", "STEP_COMPLETE")}},
 				{Tool: "append_execution_event", Arguments: map[string]any{"planId": "plan-" + p, "event": map[string]any{"event_id": "x", "message_type": "DANCE", "timestamp": ts(0)}}, invalid: "event.message_type"},
+				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": evalCriteria, "gradingPolicy": evalPolicy}},
+				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID, "from": "last week"}, "criteria": evalCriteria}, invalid: "filter.from"},
+				{Tool: "get_evaluation", Arguments: map[string]any{"evaluationId": started.EvaluationID}},
 			}
 			plan, _ := json.Marshal(map[string]any{"url": e.srv.URL + "/mcp", "token": adminToken, "calls": calls})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -193,7 +202,7 @@ func scenarioMCPHostConfigs(t *testing.T) {
 				Tools  []string        `json:"tools"`
 				Listed json.RawMessage `json:"listed"`
 			}
-			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 12 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
+			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 14 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
 				t.Fatalf("%s: %s (%v)", host, out, err)
 			}
 		})

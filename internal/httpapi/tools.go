@@ -16,6 +16,7 @@ import (
 	"github.com/agentclock/clockwork/internal/evaluation"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/heartbeat"
+	"github.com/agentclock/clockwork/internal/regrade"
 )
 
 // Tool is an operation of the API offered to LLM agents as an MCP tool
@@ -148,7 +149,29 @@ func (h *Handler) Tools() []Tool {
 			out, err := h.appendEventOp(ctx, in)
 			return out, prefixFields(err, "event.")
 		}),
+		newTool(Tool{
+			Name: "start_evaluation", Title: "Re-grade stored executions", Route: "POST /v1/evaluations", Scope: auth.GradesWrite,
+			Components: map[string]string{"": "EvaluationRequest"},
+			Description: "Start re-grading stored, completed plans against criteria given now (criteria as an ANTICIPATE declares them, each with an " +
+				"optional category outcome, trajectory or anti; an optional gradingPolicy, else each plan's own): filter.agentId with an optional " +
+				"from/to window on PLAN_COMPLETE, or filter.planIds. The plans' VERIFYs are not changed. Answers the job (state running); read it " +
+				"with get_evaluation. Scope: grades:write.",
+		}, nil, func(ctx context.Context, in *regrade.Request) (*evaluation.EvaluationView, error) { return h.startEvaluationOp(ctx, *in) }),
+		newTool(Tool{
+			Name: "get_evaluation", Title: "Get an evaluation", Route: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, ReadOnly: true,
+			Description: "Read a re-grading job: state (running, done, failed), progress, summary (passRate, meanScore, the plans whose verdict " +
+				"changed, per criterion) and a page of results beside each plan's original verdict (limit up to 100; pass nextToken back). Scope: read.",
+		}, nil, func(ctx context.Context, in *getEvaluationArgs) (*evaluation.EvaluationView, error) {
+			return h.Eval.Evaluation(ctx, in.EvaluationID, in.Limit, in.NextToken, actsForCtx(ctx))
+		}),
 	)
+}
+
+// getEvaluationArgs are get_evaluation's arguments.
+type getEvaluationArgs struct {
+	EvaluationID string `json:"evaluationId"`
+	Limit        int    `json:"limit,omitempty"`
+	NextToken    string `json:"nextToken,omitempty"`
 }
 
 // CallTool calls the tool name with its arguments (a JSON object) on

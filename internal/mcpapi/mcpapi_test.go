@@ -163,7 +163,7 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 	for _, tl := range list.Tools {
 		tools[tl.Name] = tl
 	}
-	if len(tools) != 12 {
+	if len(tools) != 14 {
 		t.Fatalf("%d tools: %v", len(tools), tools)
 	}
 	calls := []struct {
@@ -184,7 +184,13 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 		{"get_heartbeat", map[string]any{"agentId": agentID, "name": "nightly"}, map[string]any{"agentId": agentID, "name": 7}},
 		{"fail_heartbeat", map[string]any{"agentId": agentID, "name": "nightly"}, nil},
 		{"list_heartbeats", map[string]any{"agentId": agentID}, map[string]any{"agentId": agentID, "limit": "ten"}},
+		{"start_evaluation", map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": []any{map[string]any{"criterion_id": "c",
+			"description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 3", "weight": 1, "category": "trajectory"}},
+			"gradingPolicy": map[string]any{"grader_type": "CODE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": true}},
+			map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": []any{map[string]any{"criterion_id": "c", "category": "side"}}}},
+		{"get_evaluation", map[string]any{"evaluationId": "{started}"}, map[string]any{"evaluationId": "e", "limit": "all"}},
 	}
+	started := ""
 	for _, c := range calls {
 		tl := tools[c.tool]
 		if tl == nil {
@@ -197,9 +203,15 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 		if c.bad != nil && valid(t, in, c.bad) == nil {
 			t.Errorf("%s: the input schema accepts %v", c.tool, c.bad)
 		}
+		if m, ok := c.args.(map[string]any); ok && m["evaluationId"] == "{started}" {
+			m["evaluationId"] = started
+		}
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
 		if err != nil || res.IsError {
 			t.Fatalf("%s: %v %v", c.tool, err, res)
+		}
+		if c.tool == "start_evaluation" {
+			started, _ = res.StructuredContent.(map[string]any)["evaluationId"].(string)
 		}
 		if err := valid(t, out, res.StructuredContent); err != nil {
 			t.Errorf("%s: the result fails the output schema: %v", c.tool, err)
