@@ -156,7 +156,9 @@ func (h *Handler) Tools() []Tool {
 				"optional category outcome, trajectory or anti; an optional gradingPolicy, else each plan's own): filter.agentId with an optional " +
 				"from/to window on PLAN_COMPLETE, or filter.planIds. The plans' VERIFYs are not changed. Answers the job (state running); read it " +
 				"with get_evaluation. Scope: grades:write.",
-		}, nil, func(ctx context.Context, in *regrade.Request) (*evaluation.EvaluationView, error) { return h.startEvaluationOp(ctx, *in) }),
+		}, nil, func(ctx context.Context, in *regrade.Request) (*evaluation.EvaluationView, error) {
+			return h.startEvaluationOp(ctx, *in)
+		}),
 		newTool(Tool{
 			Name: "get_evaluation", Title: "Get an evaluation", Route: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, ReadOnly: true,
 			Description: "Read a re-grading job: state (running, done, failed), progress, summary (passRate, meanScore, the plans whose verdict " +
