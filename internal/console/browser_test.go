@@ -502,6 +502,28 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("grade-409-desktop.png", 1440, 900)
 
+	// Evaluations: started from the form, a re-grade of agent-1's plan
+	// with a rubric it fails is shown beside its original verdict (FAIL
+	// since the grades above), with the summary and per-criterion rates.
+	b.open(console + "#/evaluations")
+	b.wait("the evaluation form", `document.querySelector('#start-evaluation #eval-agent')`)
+	b.set("#eval-criteria", `[{"criterion_id":"no-steps","description":"no steps at all","measurement":"DETERMINISTIC","assertion":"step_count == 0","weight":1},`+
+		`{"criterion_id":"some-steps","description":"some steps","measurement":"DETERMINISTIC","assertion":"step_count > 0","weight":1,"category":"trajectory"}]`, "input")
+	b.set("#eval-policy", `{"grader_type":"CODE","passing_threshold":0.4,"weighted_scoring":true,"fail_on_any_anti_criteria":true}`, "input")
+	b.do("start an evaluation", chromedp.SendKeys(chromedp.CSS("#eval-agent"), "agent-1"), chromedp.Click(chromedp.CSS("#start-evaluation button")))
+	evalRow := b.wait("the re-graded plan", `(() => {
+		const r = document.querySelector('#eval-results tr[data-plan="plan-console"]');
+		return r && document.querySelector('[data-state="done"]') ? r.dataset.verdict + ' ' + r.dataset.changed + ' ' + r.innerText : '';
+	})()`)
+	if !strings.HasPrefix(evalRow, "PASS yes") || !strings.Contains(evalRow, "FAIL") || !strings.Contains(evalRow, "no-steps FAIL") {
+		t.Errorf("the re-graded plan's row reads %q", evalRow)
+	}
+	if got := b.eval(`document.querySelector('#eval-pass-rate').textContent + ' ' + document.querySelector('#eval-changed').textContent + ' ' + document.querySelector('#eval-criteria-summary tr[data-criterion="some-steps"]').innerText`); !strings.HasPrefix(got, "100% 1 ") || !strings.Contains(got, "100%") {
+		t.Errorf("the evaluation's summary reads %q", got)
+	}
+	b.shot("evaluation-desktop.png", 1440, 900)
+	evalHash := b.eval(`location.hash`)
+
 	// Heartbeats: one pinged is up with its next due time and current
 	// period; Pause on the page pauses it.
 	e.must(201, "PUT", "/v1/agents/agent-1/heartbeats/nightly-sync", map[string]any{"kind": "payment", "cron": "0 2 * * *", "timezone": "Europe/Riga", "grace": "PT1H"})
@@ -524,6 +546,8 @@ func TestConsole(t *testing.T) {
 		{"#/alerts", `document.querySelector('tr[data-channel="ops-hook"]')`, ""},
 		{"#/agents/agent-1/heartbeats", `document.querySelector('tr[data-heartbeat="nightly-sync"]')`, ""},
 		{"#/anticipations/ant-console", `document.querySelector('section.verify .verdict')`, "anticipation-phone.png"},
+		{"#/evaluations", `document.querySelector('#start-evaluation')`, ""},
+		{evalHash, `document.querySelector('#eval-results tr[data-plan="plan-console"]')`, "evaluation-phone.png"},
 	} {
 		b.open(console + p.hash)
 		b.wait(p.hash+" at phone width", p.ready)

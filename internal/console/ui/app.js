@@ -1,11 +1,12 @@
 // The console's entry point: sign-in, the hash router, the agents and the
 // dead letters pages. Pages live in expectations.js, heartbeats.js,
-// anticipations.js and alerts.js.
+// anticipations.js, evaluations.js and alerts.js.
 import { h, api, token, setToken, clearToken, kv, table, badge, errorBox, fmtTime, code, enc, extensionOf } from './dom.js';
 import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
 import { alertsPage } from './alerts.js';
 import { heartbeatsPage } from './heartbeats.js';
+import { evaluationsPage, evaluationPage } from './evaluations.js';
 
 const main = document.getElementById('main');
 let timers = [];
@@ -34,6 +35,8 @@ const routes = [
   [/^\/alerts$/, alertsPage],
   [/^\/anticipations$/, anticipationsPage],
   [/^\/anticipations\/([^/]+)$/, anticipationPage],
+  [/^\/evaluations$/, evaluationsPage],
+  [/^\/evaluations\/([^/]+)$/, evaluationPage],
   [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],
 ];
 
