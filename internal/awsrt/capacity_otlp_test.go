@@ -37,68 +37,16 @@ func TestWriteUnitsPerSpan(t *testing.T) {
 	rt := newRuntimeWithTokens(t, time.Now, `{"tokens":[{"token":"t","principal":"p","scopes":["anticipations:write","events:write","read"],"agents":["*"]}]}`,
 		counter, dynamo.CapacityMiddleware(capacity))
 	drain := streamDrainer(t, rt, 50)
-	post := func(h http.Handler, path, ct string, body []byte) {
-		t.Helper()
-		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer t")
-		req.Header.Set("Content-Type", ct)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code/100 != 2 || ct == "application/x-protobuf" && w.Body.Len() > 0 {
-			t.Fatalf("%s: %d %q", path, w.Code, w.Body.Bytes())
-		}
-	}
-	seed, err := os.ReadFile("../anticipate/testdata/seed_anticipate.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	post := poster(t)
 	const plans = 10
-	var agent string
-	for p := range plans {
-		var m map[string]any
-		_ = json.Unmarshal(seed, &m)
-		m["anticipation_id"], m["plan_id"] = fmt.Sprintf("ant-%d", p), fmt.Sprintf("plan-%d", p)
-		m["scope_envelope_id"], m["session_id"] = fmt.Sprintf("scope-%d", p), fmt.Sprintf("conv-%d", p)
-		agent = m["agent_id"].(string)
-		b, _ := json.Marshal(m)
-		signed, err := anticipate.Sign(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		post(rt.HTTP(), "/v1/anticipations", "application/json", signed)
-	}
+	agent, body, spans := tracedPlans(t, post, rt, plans)
 	drain()
 	capacity.Reset()
 	counter.Reset()
-
-	str := func(k, v string) *commonv1.KeyValue {
-		return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
-	}
-	var spans []*tracev1.Span
-	start := uint64(time.Now().Add(-time.Hour).UnixNano())
-	for p := range plans {
-		tid := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 0x5eed), uint64(p+1))
-		sid := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(p)<<8|uint64(i+1)) }
-		plan := fmt.Sprintf("plan-%d", p)
-		spans = append(spans, &tracev1.Span{TraceId: tid, SpanId: sid(1), ParentSpanId: sid(0), Name: "chat gpt-4o", StartTimeUnixNano: start, EndTimeUnixNano: start + 1e8,
-			Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "chat"), str("gen_ai.request.model", "gpt-4o"), str("aigp.plan_id", plan)}})
-		for i, tool := range []string{"search_flights", "book_flight", "search_hotels", "book_hotel", "send_itinerary"} {
-			s := start + uint64(i+2)*1e8
-			spans = append(spans, &tracev1.Span{TraceId: tid, SpanId: sid(2 + i), ParentSpanId: sid(0), Name: "execute_tool " + tool, StartTimeUnixNano: s, EndTimeUnixNano: s + 5e7,
-				Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "execute_tool"), str("gen_ai.tool.name", tool),
-					str("gen_ai.tool.call.arguments", fmt.Sprintf(`{"trip":"trip-%d","passengers":1}`, p)), str("aigp.plan_id", plan)}})
-		}
-		spans = append(spans, &tracev1.Span{TraceId: tid, SpanId: sid(0), Name: "invoke_agent travel-agent", StartTimeUnixNano: start, EndTimeUnixNano: start + 1e9,
-			Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "invoke_agent"), str("aigp.plan_id", plan),
-				{Key: "aigp.plan_root", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_BoolValue{BoolValue: true}}}}})
-	}
-	body, _ := proto.Marshal(&tracev1.TracesData{ResourceSpans: []*tracev1.ResourceSpans{{
-		Resource:   &resourcev1.Resource{Attributes: []*commonv1.KeyValue{str("gen_ai.agent.id", agent)}},
-		ScopeSpans: []*tracev1.ScopeSpans{{Spans: spans}}}}})
 	traces := rt.Traces()
 	otlpin.Mount(traces, otlpin.Config{})
 	post(traces, "/v1/traces", "application/x-protobuf", body)
-	n := float64(len(spans))
+	n := float64(spans)
 	ingest, ingestCalls := capacity.WriteUnits(), counter.Snapshot()
 	capacity.Reset()
 	counter.Reset()
@@ -122,5 +70,71 @@ func TestWriteUnitsPerSpan(t *testing.T) {
 		perSpan, readsPerSpan, perSpan*0.625, readsPerSpan*0.125)
 	if perSpan > 11 {
 		t.Errorf("%.1f write units per span, over 11", perSpan)
+	}
+}
+
+// tracedPlans declares an ANTICIPATE (the seed's) for each of plans plans
+// and returns the agent and one OTLP/protobuf export of their traces (7
+// spans each: the agent's root span, a model call, 5 tool calls).
+func tracedPlans(t *testing.T, post func(h http.Handler, path, ct string, body []byte), rt *Runtime, plans int) (agent string, body []byte, spans int) {
+	t.Helper()
+	seed, err := os.ReadFile("../anticipate/testdata/seed_anticipate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range plans {
+		var m map[string]any
+		_ = json.Unmarshal(seed, &m)
+		m["anticipation_id"], m["plan_id"] = fmt.Sprintf("ant-%d", p), fmt.Sprintf("plan-%d", p)
+		m["scope_envelope_id"], m["session_id"] = fmt.Sprintf("scope-%d", p), fmt.Sprintf("conv-%d", p)
+		agent = m["agent_id"].(string)
+		b, _ := json.Marshal(m)
+		signed, err := anticipate.Sign(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(rt.HTTP(), "/v1/anticipations", "application/json", signed)
+	}
+	str := func(k, v string) *commonv1.KeyValue {
+		return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
+	}
+	var all []*tracev1.Span
+	start := uint64(time.Now().Add(-time.Hour).UnixNano())
+	for p := range plans {
+		tid := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 0x5eed), uint64(p+1))
+		sid := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(p)<<8|uint64(i+1)) }
+		plan := fmt.Sprintf("plan-%d", p)
+		all = append(all, &tracev1.Span{TraceId: tid, SpanId: sid(1), ParentSpanId: sid(0), Name: "chat gpt-4o", StartTimeUnixNano: start, EndTimeUnixNano: start + 1e8,
+			Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "chat"), str("gen_ai.request.model", "gpt-4o"), str("aigp.plan_id", plan)}})
+		for i, tool := range []string{"search_flights", "book_flight", "search_hotels", "book_hotel", "send_itinerary"} {
+			s := start + uint64(i+2)*1e8
+			all = append(all, &tracev1.Span{TraceId: tid, SpanId: sid(2 + i), ParentSpanId: sid(0), Name: "execute_tool " + tool, StartTimeUnixNano: s, EndTimeUnixNano: s + 5e7,
+				Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "execute_tool"), str("gen_ai.tool.name", tool),
+					str("gen_ai.tool.call.arguments", fmt.Sprintf(`{"trip":"trip-%d","passengers":1}`, p)), str("aigp.plan_id", plan)}})
+		}
+		all = append(all, &tracev1.Span{TraceId: tid, SpanId: sid(0), Name: "invoke_agent travel-agent", StartTimeUnixNano: start, EndTimeUnixNano: start + 1e9,
+			Attributes: []*commonv1.KeyValue{str("gen_ai.operation.name", "invoke_agent"), str("aigp.plan_id", plan),
+				{Key: "aigp.plan_root", Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_BoolValue{BoolValue: true}}}}})
+	}
+	body, _ = proto.Marshal(&tracev1.TracesData{ResourceSpans: []*tracev1.ResourceSpans{{
+		Resource:   &resourcev1.Resource{Attributes: []*commonv1.KeyValue{str("gen_ai.agent.id", agent)}},
+		ScopeSpans: []*tracev1.ScopeSpans{{Spans: all}}}}})
+	return agent, body, len(all)
+}
+
+// poster returns a function that POSTs a body with the bearer token t and
+// fails the test unless the answer is 2xx (and, for OTLP/protobuf, empty:
+// no partial success).
+func poster(t *testing.T) func(h http.Handler, path, ct string, body []byte) {
+	return func(h http.Handler, path, ct string, body []byte) {
+		t.Helper()
+		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code/100 != 2 || ct == "application/x-protobuf" && w.Body.Len() > 0 {
+			t.Fatalf("%s: %d %q", path, w.Code, w.Body.Bytes())
+		}
 	}
 }
