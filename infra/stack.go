@@ -159,14 +159,16 @@ var TableActions = []string{
 // the stream lost (package effects), queries the markers' and lookup
 // entries' partitions and writes entries as the stream does; the stream
 // reads lookup entries and records and writes them and their entries, and
-// reads no index; the grader reads a VERIFY, its
-// anticipation and execution, and writes the VERIFY whole; the ingest
+// reads no index; the grader reads a VERIFY, its anticipation and
+// execution (a long one's aggregate chunks with a query), writes the VERIFY
+// whole, and runs the steps of evaluations (claims, results, progress);
+// the ingest
 // function appends events as the API does (no index, no deletes).
 var (
 	TableActionsOf = map[string][]string{
 		"api":    TableActions,
 		"clock":  {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
-		"grader": {"dynamodb:GetItem", "dynamodb:PutItem"},
+		"grader": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		"ingest": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		"stream": {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
 	}

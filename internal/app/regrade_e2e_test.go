@@ -31,10 +31,16 @@ var regradeRubric = []map[string]any{
 
 var regradePolicy = map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.7, "weighted_scoring": true, "fail_on_any_anti_criteria": true}
 
+// regradeLong is the index of the one long plan among the stored ones.
+const regradeLong = 200
+
 // regradeShape is plan i's execution: i%4 tool steps (a TOOL_REQUEST
 // and a STEP_COMPLETE each), the last one a user's deletion when
 // i%5 == 4 (20 shapes).
 func regradeShape(i int) (steps int, tools []string) {
+	if i == regradeLong {
+		return 400, nil // its aggregate spills into chunks (anticipate.ChunkBytes)
+	}
 	steps = i % 4
 	if i%5 == 4 {
 		steps = max(steps, 1)
@@ -63,7 +69,7 @@ func scenarioRegrading(t *testing.T) {
 	defer judge.Close()
 	e := startEnv(t, func(c *Config) { c.JudgeURL, c.AllowPrivateJudge = judge.URL, true })
 	agent, _ := seedMessage(t)["agent_id"].(string)
-	const n = 200
+	const n = 200 // and the long plan, rg-200
 	// The fresh plans: one per shape, declared with the new rubric.
 	fresh := func(m map[string]any) {
 		ex := map[string]any{"outcome_criteria": []any{}, "trajectory_criteria": []any{}, "anti_criteria": []any{}}
@@ -84,17 +90,17 @@ func scenarioRegrading(t *testing.T) {
 	}
 	from := time.Now().UTC()
 	phase := time.Now()
-	runPlans(t, e, agent, n, func(i int) (string, []byte) {
+	runPlans(t, e, agent, n+1, func(i int) (string, []byte) {
 		return fmt.Sprintf("rg-%03d", i), variant(t, fmt.Sprintf("ant-rg-%03d", i), fmt.Sprintf("rg-%03d", i))
 	})
 	to := time.Now().UTC()
 	runPlans(t, e, agent, 20, func(i int) (string, []byte) {
 		return fmt.Sprintf("rg-fresh-%02d", i), variant(t, fmt.Sprintf("ant-rg-fresh-%02d", i), fmt.Sprintf("rg-fresh-%02d", i), fresh)
 	})
-	t.Logf("%s: %d plans run in %s", backendKind, n+20, time.Since(phase).Round(time.Millisecond))
+	t.Logf("%s: %d plans run in %s", backendKind, n+1+20, time.Since(phase).Round(time.Millisecond))
 	phase = time.Now()
 	originals := map[string]anticipate.Verification{}
-	for i := range n {
+	for i := range n + 1 {
 		v := e.waitVerification(fmt.Sprintf("ant-rg-%03d", i))
 		originals[v.PlanID] = v
 	}
@@ -118,7 +124,7 @@ func scenarioRegrading(t *testing.T) {
 		Progress     struct{ Done, Total int }
 	}
 	e.must(202, e.call("POST", "/v1/evaluations", body)).json(t, &ev)
-	if ev.State != "running" || ev.Progress.Total != n {
+	if ev.State != "running" || ev.Progress.Total != n+1 {
 		t.Fatalf("started: %+v", ev)
 	}
 	e.must(404, e.call("GET", "/v1/evaluations/"+ev.EvaluationID, nil, otherToken))
@@ -153,14 +159,25 @@ func scenarioRegrading(t *testing.T) {
 			break
 		}
 	}
-	if len(results) != n {
-		t.Fatalf("%d results, want %d", len(results), n)
+	if len(results) != n+1 {
+		t.Fatalf("%d results, want %d", len(results), n+1)
 	}
 	changed := 0
 	for _, r := range results {
 		var i int
 		if _, err := fmt.Sscanf(r.PlanID, "rg-%03d", &i); err != nil || r.Error != "" {
 			t.Fatalf("result %+v", r)
+		}
+		if i == regradeLong {
+			// Its aggregate is read from its chunks: 400 steps, no deletion.
+			if r.Verdict != anticipate.VerdictFail || result(t, *r.Verification, "few-steps").Evidence != "assertion evaluated to false with step_count=400" ||
+				result(t, *r.Verification, "no-delete").Status != anticipate.StatusPass {
+				t.Fatalf("the long plan: %+v", r.Criteria)
+			}
+			if r.Changed() {
+				changed++
+			}
+			continue
 		}
 		f := freshV[i%20]
 		// The judge's request names the VERIFY (verification_id), so its
@@ -179,7 +196,7 @@ func scenarioRegrading(t *testing.T) {
 			changed++
 		}
 	}
-	if summary.ChangedCount != changed || summary.Graded != n {
+	if summary.ChangedCount != changed || summary.Graded != n+1 {
 		t.Errorf("summary: %d changed, %d graded; counted %d changed", summary.ChangedCount, summary.Graded, changed)
 	}
 	for i := 0; i < n; i += 37 {
@@ -188,7 +205,7 @@ func scenarioRegrading(t *testing.T) {
 		}
 	}
 	t.Logf("%s: re-graded %d plans (one judge call each, when the anti criterion let the verdict wait for it) in %s; pass rate %v, %d verdicts changed",
-		backendKind, n, elapsed.Round(time.Millisecond), *summary.PassRate, changed)
+		backendKind, n+1, elapsed.Round(time.Millisecond), *summary.PassRate, changed)
 
 	// The CLI, as a CI job runs it.
 	dir := t.TempDir()

@@ -12,9 +12,9 @@ const maxErasePasses = 5
 
 // EraseAgent removes the evidence of agentID: each of its ANTICIPATEs
 // with the VERIFYs graded against it (this agent's only: anticipation ids
-// are per agent, the index of VERIFYs by anticipation id is not), and each
+// are per agent, the index of VERIFYs by anticipation id is not), each
 // of its executions, bound by plan or by scope envelope, with their events
-// and event ids; it returns how many items of each type it removed. It
+// and event ids, and each evaluation that graded its plans; it returns how many items of each type it removed. It
 // reads global indexes, which on DynamoDB may miss a declaration made a
 // moment before (run it again to be sure), so it passes over them until a
 // pass removes nothing. Errors are the store's.
@@ -53,6 +53,18 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]in
 		}
 		if err := eachOf(ctx, s.store, store.Query{Index: store.GSI2, PK: executionsOfPK(agentID)}, func(it store.Item) error {
 			return s.erasePartition(ctx, it.PK, count)
+		}); err != nil {
+			return out, err
+		}
+		// The evaluations that graded its plans: their results hold its
+		// evidence (a job of several agents goes whole).
+		if err := eachOf(ctx, s.store, store.Query{PK: evaluationsOfPK(agentID)}, func(it store.Item) error {
+			// The mark's sort key is the job's id, escaped as in its key.
+			if err := s.erasePartition(ctx, "EVAL#"+it.SK, count); err != nil {
+				return err
+			}
+			_, err := s.deleteItem(ctx, it.Key)
+			return err
 		}); err != nil {
 			return out, err
 		}

@@ -33,13 +33,22 @@ const (
 	EvaluationFailed  = "failed"
 )
 
-// TypeEvaluation, TypeEvaluationPlans and TypeEvaluationResult are the
-// job's items: its record, its plan list's chunks and one per result.
+// TypeEvaluation, TypeEvaluationRequest, TypeEvaluationPlans and
+// TypeEvaluationResult are the job's items: its record (small: progress
+// and tally), the request as sent, its plan list's chunks and one per
+// result. TypeEvaluationOf marks, per agent it grades, that the job
+// exists (erasing the agent's evidence erases the job).
 const (
-	TypeEvaluation       = "evaluation"
-	TypeEvaluationPlans  = "evalplans"
-	TypeEvaluationResult = "evalresult"
+	TypeEvaluation        = "evaluation"
+	TypeEvaluationRequest = "evalrequest"
+	TypeEvaluationPlans   = "evalplans"
+	TypeEvaluationResult  = "evalresult"
+	TypeEvaluationOf      = "evalof"
 )
+
+// maxEvaluationRequestBytes bounds the stored request (DynamoDB's item
+// limit is 400 KB).
+const maxEvaluationRequestBytes = 350_000
 
 // evaluationChunk is how many plans one chunk item of the list holds.
 const evaluationChunk = 500
@@ -48,8 +57,10 @@ const evaluationChunk = 500
 // sorted by their last progress (so the sweep finds stalled ones).
 const runningEvaluationsPK = "EVALRUN"
 
-func evaluationPK(id string) string     { return "EVAL#" + esc(id) }
-func evaluationKey(id string) store.Key { return store.Key{PK: evaluationPK(id), SK: "EVAL"} }
+func evaluationPK(id string) string             { return "EVAL#" + esc(id) }
+func evaluationKey(id string) store.Key        { return store.Key{PK: evaluationPK(id), SK: "EVAL"} }
+func evaluationRequestKey(id string) store.Key { return store.Key{PK: evaluationPK(id), SK: "REQ"} }
+func evaluationsOfPK(agent string) string      { return "EVA#" + esc(agent) }
 func evaluationPlansKey(id string, chunk int) store.Key {
 	return store.Key{PK: evaluationPK(id), SK: fmt.Sprintf("P#%05d", chunk)}
 }
@@ -70,11 +81,14 @@ type EvaluationRecord struct {
 	Owner string `json:"owner"`
 	// Agents are the agents whose plans it grades: reading it requires
 	// acting for every one of them.
-	Agents  []string        `json:"agents"`
-	Request regrade.Request `json:"request"`
-	State   string          `json:"state"`
-	Total   int             `json:"total"`
-	Done    int             `json:"done"`
+	Agents []string       `json:"agents"`
+	Filter regrade.Filter `json:"filter"`
+	State  string         `json:"state"`
+	Total  int            `json:"total"`
+	Done   int            `json:"done"`
+	// Failures counts the steps that failed in a row (a step that
+	// succeeds resets it); at maxStepFailures the job fails.
+	Failures int `json:"failures,omitempty"`
 	// JudgeCalls counts the model judge's calls made for it.
 	JudgeCalls int           `json:"judgeCalls"`
 	Tally      regrade.Tally `json:"tally"`
@@ -124,7 +138,7 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 		return nil, err
 	}
 	now := s.now()
-	rec := &EvaluationRecord{EvaluationID: newEvaluationID(), Owner: principal, Request: req, State: EvaluationRunning,
+	rec := &EvaluationRecord{EvaluationID: newEvaluationID(), Owner: principal, Filter: req.Filter, State: EvaluationRunning,
 		Total: len(plans), CreatedAt: expect.FormatTime(now), UpdatedAt: expect.FormatTime(now), Agents: agents}
 	if rec.Total == 0 {
 		rec.State, rec.FinishedAt = EvaluationDone, rec.CreatedAt
@@ -136,7 +150,32 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 	if err != nil {
 		return nil, wrap(err)
 	}
-	writes := []store.Write{store.PutIfAbsent(item)}
+	reqItem, err := expiring(mkItem(evaluationRequestKey(rec.EvaluationID), TypeEvaluationRequest, req, nil))(rec.ExpiresAt)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(reqItem.Data) > maxEvaluationRequestBytes {
+		return nil, errs.Fields("invalid evaluation", []errs.FieldError{{Path: "criteria",
+			Message: fmt.Sprintf("make the request %d bytes, and at most %d can be stored: fewer or shorter criteria", len(reqItem.Data), maxEvaluationRequestBytes)}})
+	}
+	// First the marks by agent (an erasure finds the job by them; a mark
+	// whose job was never stored only names an id), then the job.
+	var marks []store.Write
+	for _, a := range rec.Agents {
+		it, err := expiring(store.Item{Key: store.Key{PK: evaluationsOfPK(a), SK: esc(rec.EvaluationID)}, Type: TypeEvaluationOf, Data: []byte(`{}`)}, nil)(rec.ExpiresAt)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		marks = append(marks, store.PutIfAbsent(it))
+	}
+	for len(marks) > 0 {
+		n := min(len(marks), store.MaxCommitWrites)
+		if err := s.store.Commit(ctx, marks[:n]); err != nil {
+			return nil, wrap(err)
+		}
+		marks = marks[n:]
+	}
+	writes := []store.Write{store.PutIfAbsent(item), store.PutIfAbsent(reqItem)}
 	for i := 0; i*evaluationChunk < len(plans); i++ {
 		chunk := plans[i*evaluationChunk : min(len(plans), (i+1)*evaluationChunk)]
 		it, err := expiring(mkItem(evaluationPlansKey(rec.EvaluationID, i), TypeEvaluationPlans, chunk, nil))(rec.ExpiresAt)
@@ -256,8 +295,12 @@ func (s *Service) matchPlans(ctx context.Context, spec regrade.Spec, c Caller) (
 	return out, agents, nil
 }
 
-// MaxEvaluationResultsPage bounds one page of an evaluation's results.
-const MaxEvaluationResultsPage = 100
+// MaxEvaluationResultsPage bounds one page of an evaluation's results,
+// and EvaluationResultsPageBytes its stored bytes past the first result.
+const (
+	MaxEvaluationResultsPage   = 100
+	EvaluationResultsPageBytes = 1 << 20
+)
 
 // EvaluationView is GET /v1/evaluations/{id}: the job, its summary and one
 // page of its results.
@@ -284,7 +327,7 @@ type EvaluationProgress struct {
 
 // Evaluation returns a job with one page of its results (limit 1 to
 // MaxEvaluationResultsPage, 0 meaning it; results in the plan list's
-// order). Errors: NotFound for an unknown id, and exactly the same when
+// order; a page stops early past EvaluationResultsPageBytes). Errors: NotFound for an unknown id, and exactly the same when
 // the caller may not act for every agent the job grades; Invalid naming
 // limit or nextToken.
 func (s *Service) Evaluation(ctx context.Context, id string, limit int, nextToken string, may Authorizer) (*EvaluationView, error) {
@@ -301,15 +344,32 @@ func (s *Service) Evaluation(ctx context.Context, id string, limit int, nextToke
 	if limit == 0 {
 		limit = MaxEvaluationResultsPage
 	}
-	p, err := s.store.Query(ctx, store.Query{PK: evaluationPK(id), SKPrefix: "R#", Limit: limit, After: nextToken})
+	q := store.Query{PK: evaluationPK(id), SKPrefix: "R#", Limit: limit, After: nextToken}
+	p, err := s.store.Query(ctx, q)
 	if errors.Is(err, store.ErrInvalid) {
 		return nil, errs.Fields("invalid listing", []errs.FieldError{{Path: "nextToken", Message: "is not a token this service issued"}})
 	}
 	if err != nil {
 		return nil, wrap(err)
 	}
+	// A page holds, past its first result, at most
+	// EvaluationResultsPageBytes (an AWS Lambda answer is at most 6 MB):
+	// read again up to the last result that fits, for that one's token.
+	size, fit := 0, len(p.Items)
+	for i, it := range p.Items {
+		if size += len(it.Data); size > EvaluationResultsPageBytes && i > 0 {
+			fit = i
+			break
+		}
+	}
+	if fit < len(p.Items) {
+		q.Limit = fit
+		if p, err = s.store.Query(ctx, q); err != nil {
+			return nil, wrap(err)
+		}
+	}
 	v := &EvaluationView{EvaluationID: rec.EvaluationID, State: rec.State, Progress: EvaluationProgress{Done: rec.Done, Total: rec.Total},
-		Filter: rec.Request.Filter, Results: []regrade.Result{}, NextToken: p.Next, Summary: rec.Tally.Summary(), JudgeCalls: rec.JudgeCalls,
+		Filter: rec.Filter, Results: []regrade.Result{}, NextToken: p.Next, Summary: rec.Tally.Summary(), JudgeCalls: rec.JudgeCalls,
 		CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Error: rec.Error, StartedBy: rec.Owner}
 	for _, it := range p.Items {
 		r, err := decode[regrade.Result](it)

@@ -18,30 +18,57 @@ import (
 )
 
 // Bounds on one step of an evaluation: it grades at most evaluationStep
-// plans, 4 at once, and stops taking new ones after evaluationStepBudget
-// (its results are committed together, within the store's commit limits:
-// at most evaluationStepBytes of results).
+// plans, evaluationParallel at once, within evaluationStepBudget (less
+// when its caller's deadline, a Lambda invocation's, comes sooner), and
+// commits their results together (at most evaluationStepBytes of them,
+// within the store's commit limits). A judge call the budget cuts leaves
+// its criterion PENDING, so a step always commits and a job always moves
+// on. maxStepFailures steps failing in a row fail the job.
 const (
 	evaluationStep        = 25
 	evaluationParallel    = 4
+	evaluationJudgeAtOnce = 4
 	evaluationStepBudget  = 30 * time.Second
+	evaluationStepMargin  = 20 * time.Second
 	evaluationStepBytes   = 2 << 20
 	maxEvaluationResultSz = 300 << 10
+	maxStepFailures       = 5
 )
 
 // RunEvaluation runs one step of a job: it claims the step, grades the
 // next plans and commits their results with the job's progress
 // (conditionally on the progress it read, so a step that ran while
 // another did commits nothing). It reports whether plans remain for this
-// caller to carry on: false too when another delivery holds the step. A job that is
-// not running (done, failed, unknown) does nothing. Errors are the
-// store's; a plan that cannot be graded is a result with its error.
+// caller to carry on: false too when another delivery holds the step. A
+// job that is not running (done, failed, unknown, erased) does nothing.
+// Errors are the store's (each counts as a failed step; the job fails
+// after maxStepFailures in a row); a plan that cannot be graded is a
+// result with its error.
 func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err error) {
 	rec, err := s.readEvaluation(ctx, id)
 	if err != nil || rec == nil || rec.State != EvaluationRunning {
 		return false, err
 	}
-	spec, err := regrade.Parse(rec.Request)
+	more, err = s.runStep(ctx, rec)
+	if err != nil && ctx.Err() == nil {
+		if ferr := s.stepFailed(ctx, rec, err); ferr != nil {
+			return false, errors.Join(err, ferr)
+		}
+	}
+	return more, err
+}
+
+func (s *Service) runStep(ctx context.Context, rec *EvaluationRecord) (bool, error) {
+	id := rec.EvaluationID
+	reqItem, err := s.store.Get(ctx, evaluationRequestKey(id))
+	if err != nil {
+		return false, wrap(err)
+	}
+	var req regrade.Request
+	if err := json.Unmarshal(reqItem.Data, &req); err != nil {
+		return false, s.failEvaluation(ctx, rec, "the stored request does not decode: "+err.Error())
+	}
+	spec, err := regrade.Parse(req)
 	if err != nil {
 		return false, s.failEvaluation(ctx, rec, "the stored request no longer validates: "+err.Error())
 	}
@@ -49,28 +76,33 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 	if err != nil {
 		return false, err
 	}
+	budget := evaluationStepBudget
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, max(time.Until(dl)-evaluationStepMargin, time.Second))
+	}
 	// One delivery grades a step: a duplicate (a message delivered twice,
 	// the sweep's repair racing a slow step) would call the judge again
 	// for every plan. Its holder carries the job on; one that dies frees
-	// the step when the claim expires, and the sweep enqueues it again.
+	// the step when the claim expires, and the sweep enqueues it again. A
+	// step that failed is claimed anew (the claim names the failures).
 	if len(refs) > 0 {
-		held, err := store.Claim(ctx, s.store, evaluationStepKey(id, rec.Done), evaluationStepBudget+s.retry.CallTimeout+store.ClaimMargin)
+		held, err := store.Claim(ctx, s.store, evaluationStepKey(id, rec.Done, rec.Failures), budget+store.ClaimMargin)
 		if err != nil || !held {
 			return false, wrap(err)
 		}
 	}
 	judge := s.judge
 	if spec.JudgeModel != "" && judge != nil {
-		if s.judgeWithModel == nil {
-			judge = nil
-		} else if j, ok := s.judgeWithModel(spec.JudgeModel); ok {
-			judge = j
-		} else {
-			judge = nil
+		judge = nil
+		if s.judgeWithModel != nil {
+			if j, ok := s.judgeWithModel(spec.JudgeModel); ok {
+				judge = j
+			}
 		}
 	}
 	created, _ := expect.ParseTime(rec.CreatedAt)
-	deadline := time.Now().Add(evaluationStepBudget)
+	gctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	results := make([]regrade.Result, len(refs))
 	calls := make([]int, len(refs))
 	failed := make([]error, len(refs))
@@ -78,14 +110,15 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, evaluationParallel)
 	for i, ref := range refs {
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		sem <- struct{}{}
+		if gctx.Err() != nil {
+			<-sem
 			break
 		}
-		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i], calls[i], failed[i] = s.regradePlan(ctx, rec.EvaluationID, created, ref, spec, judge)
+			results[i], calls[i], failed[i] = s.regradePlan(ctx, gctx, rec.EvaluationID, created, ref, spec, judge)
 			graded[i] = failed[i] == nil
 		}()
 	}
@@ -93,16 +126,17 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 	// The results commit in plan order: stop at the first plan not graded.
 	n, size := 0, 0
 	var items []store.Item
+	var stored []regrade.Result
 	judgeCalls := 0
 	for n < len(refs) && graded[n] {
-		it, err := s.resultItem(rec, rec.Done+n, results[n])
+		it, r, err := s.resultItem(rec, rec.Done+n, results[n])
 		if err != nil {
 			return false, wrap(err)
 		}
 		if size += len(it.Data); size > evaluationStepBytes && n > 0 {
 			break
 		}
-		items = append(items, it)
+		items, stored = append(items, it), append(stored, r)
 		judgeCalls += calls[n]
 		n++
 	}
@@ -110,7 +144,7 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if len(refs) > 0 && failed[0] != nil {
+		if failed[0] != nil {
 			return false, failed[0]
 		}
 		return false, fmt.Errorf("evaluation %s: no plan graded in this step", id)
@@ -120,7 +154,8 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		it, ok, err := tx.Get(ctx, evaluationKey(id))
 		if err != nil || !ok {
-			return err
+			stillRunning = false
+			return err // erased meanwhile: nothing to write
 		}
 		cur, err := decode[EvaluationRecord](it)
 		if err != nil {
@@ -132,9 +167,10 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 		}
 		for i, r := range items {
 			tx.PutUnconditional(r)
-			cur.Tally.Add(results[i])
+			cur.Tally.Add(stored[i])
 		}
 		cur.Done += n
+		cur.Failures = 0
 		cur.JudgeCalls += judgeCalls
 		cur.UpdatedAt = expect.FormatTime(s.now())
 		if cur.Done >= cur.Total {
@@ -154,26 +190,63 @@ func (s *Service) RunEvaluation(ctx context.Context, id string) (more bool, err 
 	return stillRunning, nil
 }
 
-// resultItem is a result's item; a result too large for one is stored
-// without its signed VERIFY, and then with its error alone.
-func (s *Service) resultItem(rec *EvaluationRecord, seq int, r regrade.Result) (store.Item, error) {
+// stepFailed counts a failed step on the job, and fails the job once
+// maxStepFailures steps failed in a row: a step that can never succeed
+// must not come back (with its judge calls) forever.
+func (s *Service) stepFailed(ctx context.Context, rec *EvaluationRecord, cause error) error {
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, evaluationKey(rec.EvaluationID))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[EvaluationRecord](it)
+		if err != nil || cur.State != EvaluationRunning || cur.Done != rec.Done || cur.Failures != rec.Failures {
+			return err // moved on meanwhile
+		}
+		cur.Failures++
+		cur.UpdatedAt = expect.FormatTime(s.now())
+		if cur.Failures >= maxStepFailures {
+			cur.State, cur.FinishedAt = EvaluationFailed, cur.UpdatedAt
+			cur.Error = clipReason(fmt.Sprintf("the step from plan %d failed %d times in a row; the last time: %v", cur.Done+1, cur.Failures, cause))
+		}
+		next, err := evaluationItem(cur)
+		if err != nil {
+			return err
+		}
+		tx.Put(next)
+		return nil
+	})
+}
+
+// resultItem is a result's item and the result as stored: one too large
+// for an item is stored without its signed VERIFY (saying so in Omitted),
+// and then as not graded. The summary counts what is stored. The item
+// expires with the job, or with the plan's evidence when that is sooner.
+func (s *Service) resultItem(rec *EvaluationRecord, seq int, r regrade.Result) (store.Item, regrade.Result, error) {
+	expires := rec.ExpiresAt
+	if r.ExpiresAt != "" && (expires == "" || r.ExpiresAt < expires) {
+		expires = r.ExpiresAt
+	}
 	for attempt := 0; ; attempt++ {
-		it, err := expiring(mkItem(evaluationResultKey(rec.EvaluationID, seq), TypeEvaluationResult, r, nil))(rec.ExpiresAt)
+		it, err := expiring(mkItem(evaluationResultKey(rec.EvaluationID, seq), TypeEvaluationResult, r, nil))(expires)
 		if err != nil || len(it.Data) <= maxEvaluationResultSz || attempt == 2 {
-			return it, err
+			return it, r, err
 		}
 		if attempt == 0 {
+			r.Omitted = fmt.Sprintf("verification: the signed record makes the result %d bytes, over the %d a result may take", len(it.Data), maxEvaluationResultSz)
 			r.Verification = nil
 			continue
 		}
 		r = regrade.Result{PlanID: r.PlanID, AgentID: r.AgentID, OriginalVerdict: r.OriginalVerdict, OriginalScore: r.OriginalScore,
-			OriginalVerificationID: r.OriginalVerificationID, Criteria: []anticipate.Result{}, Error: "the result is too large to store"}
+			OriginalVerificationID: r.OriginalVerificationID, Criteria: []anticipate.Result{},
+			Error: fmt.Sprintf("the result is %d bytes, over the %d a result may take: grade fewer criteria at once", len(it.Data), maxEvaluationResultSz)}
 	}
 }
 
-// evaluationStepKey is the claim on the step that grades from plan done.
-func evaluationStepKey(id string, done int) store.Key {
-	return store.Key{PK: evaluationPK(id), SK: fmt.Sprintf("STEP#%06d", done)}
+// evaluationStepKey is the claim on the step that grades from plan done
+// after failures failed attempts.
+func evaluationStepKey(id string, done, failures int) store.Key {
+	return store.Key{PK: evaluationPK(id), SK: fmt.Sprintf("STEP#%06d#%d", done, failures)}
 }
 
 // evaluationPlans reads n plans of a job's list from index from.
@@ -223,10 +296,12 @@ func (s *Service) failEvaluation(ctx context.Context, rec *EvaluationRecord, rea
 
 // regradePlan grades one plan against the evaluation's criteria, as VERIFY
 // would (anticipate.Grade over the stored aggregate), calling the judge
-// for its HEURISTIC criteria (bounded by the evaluation judge rate) and
-// sealing and signing the result. It returns the judge calls made. Errors
-// are the store's; a plan that cannot be graded is a result with Error.
-func (s *Service) regradePlan(ctx context.Context, evaluationID string, at time.Time, ref PlanRef, spec regrade.Spec, judge Judge) (regrade.Result, int, error) {
+// for its HEURISTIC criteria (a few at once, bounded by the evaluation
+// judge rate; a call that step, the step's context, cuts leaves its
+// criterion PENDING) and sealing and signing the result. It returns the
+// judge calls made. Errors are the store's (read with ctx); a plan that
+// cannot be graded is a result with Error.
+func (s *Service) regradePlan(ctx, step context.Context, evaluationID string, at time.Time, ref PlanRef, spec regrade.Spec, judge Judge) (regrade.Result, int, error) {
 	out := regrade.Result{PlanID: ref.PlanID, AgentID: ref.AgentID, Criteria: []anticipate.Result{}}
 	ex, err := s.Execution(ctx, ref.AgentID, ref.PlanID)
 	if errs.Is(err, errs.NotFound) {
@@ -236,6 +311,7 @@ func (s *Service) regradePlan(ctx context.Context, evaluationID string, at time.
 	if err != nil {
 		return out, 0, err
 	}
+	out.ExpiresAt = ex.ExpiresAt
 	plan := regrade.Plan{AgentID: ref.AgentID, PlanID: ref.PlanID}
 	for _, antID := range ex.Bound {
 		rec, err := s.readAnticipation(ctx, ex.Owner(), antID)
@@ -286,36 +362,11 @@ func (s *Service) regradePlan(ctx context.Context, evaluationID string, at time.
 	v := anticipate.Grade(a, a.Programs(), env, nil, exec, s.now())
 	calls := 0
 	if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
-		grades := map[string]anticipate.CriterionGrade{}
-		reasons := map[string]string{}
-		for _, jr := range pending {
-			if judge == nil {
-				reasons[jr.CriterionID] = "no model judge is configured"
-				if spec.JudgeModel != "" {
-					reasons[jr.CriterionID] = fmt.Sprintf("the configured judge cannot grade with model %q", spec.JudgeModel)
-				}
-				continue
-			}
-			if err := s.evalJudgeCalls.Wait(ctx); err != nil {
-				return out, calls, err
-			}
-			cctx, cancel := context.WithTimeout(ctx, s.retry.CallTimeout)
-			resp, err := judge.Judge(cctx, jr)
-			cancel()
-			calls++
-			if ctx.Err() != nil {
-				return out, calls, ctx.Err()
-			}
-			if err != nil {
-				reasons[jr.CriterionID] = clipReason("the model judge did not grade it: " + err.Error())
-				continue
-			}
-			gradedBy := resp.GradedBy
-			if gradedBy == "" {
-				gradedBy = "model:judge"
-			}
-			grades[jr.CriterionID] = anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}
+		grades, reasons, n := s.judgeAll(step, judge, spec.JudgeModel, pending)
+		if ctx.Err() != nil {
+			return out, n, ctx.Err()
 		}
+		calls = n
 		v = anticipate.Grade(a, a.Programs(), env, grades, exec, s.now())
 		annotatePending(&v, reasons)
 	}
@@ -326,6 +377,69 @@ func (s *Service) regradePlan(ctx context.Context, evaluationID string, at time.
 	score := v.Score
 	out.Score = &score
 	return out, calls, nil
+}
+
+// judgeAll asks the judge for each request, evaluationJudgeAtOnce at a
+// time within the evaluation judge rate, until step ends. It returns the
+// grades, why each criterion without one has none, and the calls made.
+func (s *Service) judgeAll(step context.Context, judge Judge, model string, reqs []anticipate.JudgeRequest) (map[string]anticipate.CriterionGrade, map[string]string, int) {
+	grades := map[string]anticipate.CriterionGrade{}
+	reasons := map[string]string{}
+	if judge == nil {
+		reason := "no model judge is configured"
+		if model != "" {
+			reason = fmt.Sprintf("the configured judge cannot grade with model %q", model)
+		}
+		for _, jr := range reqs {
+			reasons[jr.CriterionID] = reason
+		}
+		return grades, reasons, 0
+	}
+	const cut = "not graded within the step's time: run the evaluation again for it"
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	calls := 0
+	sem := make(chan struct{}, evaluationJudgeAtOnce)
+	for _, jr := range reqs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var g *anticipate.CriterionGrade
+			reason := ""
+			if err := s.evalJudgeCalls.Wait(step); err != nil {
+				reason = cut
+			} else {
+				cctx, cancel := context.WithTimeout(step, s.retry.CallTimeout)
+				resp, err := judge.Judge(cctx, jr)
+				cancel()
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				switch {
+				case err != nil && step.Err() != nil:
+					reason = cut
+				case err != nil:
+					reason = clipReason("the model judge did not grade it: " + err.Error())
+				default:
+					gradedBy := resp.GradedBy
+					if gradedBy == "" {
+						gradedBy = "model:judge"
+					}
+					g = &anticipate.CriterionGrade{Score: resp.Score, Rationale: resp.Rationale, GradedBy: gradedBy, PromptDigest: resp.PromptDigest}
+				}
+			}
+			mu.Lock()
+			if g != nil {
+				grades[jr.CriterionID] = *g
+			} else {
+				reasons[jr.CriterionID] = reason
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return grades, reasons, calls
 }
 
 // RepairEvaluations enqueues again the running jobs that made no progress

@@ -3,15 +3,20 @@ package evaluation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/regrade"
+	"github.com/agentclock/clockwork/internal/store"
 )
 
 // declarePlan declares an ANTICIPATE for plan with the given expectations
@@ -297,4 +302,149 @@ func fieldsOf(err error) []errs.FieldError {
 		return e.Fields
 	}
 	return nil
+}
+
+// hangingJudge holds every call until its context ends.
+type hangingJudge struct{ calls atomic.Int64 }
+
+func (j *hangingJudge) Judge(ctx context.Context, _ anticipate.JudgeRequest) (*anticipate.JudgeResponse, error) {
+	j.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// heuristicCriteria returns n HEURISTIC criteria h-0 … (and one
+// DETERMINISTIC), as an evaluation takes them.
+func heuristicCriteria(t *testing.T, n int) []json.RawMessage {
+	list := []map[string]any{{"criterion_id": "steps", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}}
+	for i := range n {
+		list = append(list, map[string]any{"criterion_id": fmt.Sprintf("h-%d", i), "description": "reads well", "measurement": "HEURISTIC", "assertion": "The summary is professional", "weight": 1})
+	}
+	return rawCriteria(t, list)
+}
+
+var composite, _ = json.Marshal(map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": true})
+
+// TestEvaluationStepCommitsWhenTheJudgeHangs: a judge that hangs cannot
+// hold a step past its time (on AWS, past the grader function's timeout,
+// which would fail the whole batch and repeat the step forever): the
+// calls are cut at the step's deadline, the plans commit with those
+// criteria PENDING saying so, and the job goes on.
+func TestEvaluationStepCommitsWhenTheJudgeHangs(t *testing.T) {
+	judge := &hangingJudge{}
+	svc, _, _ := gradingService(t, judge, JudgeRetry{CallTimeout: time.Hour})
+	all := func(string) bool { return true }
+	agent := declarePlan(t, svc, "p-1", 1, "iam_create_user", nil, nil)
+	declarePlan(t, svc, "p-2", 1, "iam_create_user", nil, nil)
+	rec, err := svc.StartEvaluation(context.Background(), regrade.Request{Filter: regrade.Filter{AgentID: agent}, Criteria: heuristicCriteria(t, 3), GradingPolicy: composite}, "t", Caller{May: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The deadline a Lambda invocation would give: the step keeps a margin
+	// before it to commit.
+	ctx, cancel := context.WithTimeout(context.Background(), evaluationStepMargin+2*time.Second)
+	defer cancel()
+	more, err := svc.RunEvaluation(ctx, rec.EvaluationID)
+	if err != nil || more || ctx.Err() != nil {
+		t.Fatalf("the step: more %v, err %v, its caller's deadline passed: %v", more, err, ctx.Err())
+	}
+	v, _ := svc.Evaluation(context.Background(), rec.EvaluationID, 0, "", all)
+	if v.State != EvaluationDone || len(v.Results) != 2 || judge.calls.Load() != 6 {
+		t.Fatalf("%s, %d results, %d judge calls", v.State, len(v.Results), judge.calls.Load())
+	}
+	for _, r := range v.Results {
+		for _, c := range r.Criteria[1:] {
+			if c.Status != anticipate.StatusPending || !strings.Contains(c.Evidence, "not graded within the step's time") {
+				t.Errorf("%s %s: %+v", r.PlanID, c.CriterionID, c)
+			}
+		}
+	}
+}
+
+// failingResults refuses every commit that stores a result.
+type failingResults struct{ store.Store }
+
+func (s failingResults) Commit(ctx context.Context, ws []store.Write) error {
+	for _, w := range ws {
+		if w.Put != nil && w.Put.Type == TypeEvaluationResult {
+			return errors.New("the store refuses results")
+		}
+	}
+	return s.Store.Commit(ctx, ws)
+}
+
+// TestEvaluationFailsAfterStepsFailInARow: a step that can never commit
+// fails the job after maxStepFailures attempts, rather than coming back
+// (with its judge calls) for ever.
+func TestEvaluationFailsAfterStepsFailInARow(t *testing.T) {
+	svc, _, _ := gradingService(t, &scriptedJudge{}, JudgeRetry{})
+	all := func(string) bool { return true }
+	agent := declarePlan(t, svc, "p-1", 1, "iam_create_user", nil, nil)
+	ctx := context.Background()
+	rec, err := svc.StartEvaluation(ctx, regrade.Request{Filter: regrade.Filter{AgentID: agent}, Criteria: heuristicCriteria(t, 0), GradingPolicy: composite}, "t", Caller{May: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := New(failingResults{svc.store}, Options{})
+	for i := range maxStepFailures {
+		if _, err := broken.RunEvaluation(ctx, rec.EvaluationID); err == nil {
+			t.Fatalf("step %d succeeded", i)
+		}
+	}
+	v, _ := svc.Evaluation(ctx, rec.EvaluationID, 0, "", all)
+	if v.State != EvaluationFailed || !strings.Contains(v.Error, "failed 5 times in a row") {
+		t.Fatalf("after %d failed steps: %s %q", maxStepFailures, v.State, v.Error)
+	}
+	if more, err := svc.RunEvaluation(ctx, rec.EvaluationID); more || err != nil {
+		t.Fatalf("a failed job ran again: %v %v", more, err)
+	}
+}
+
+// TestEvaluationResultsAtTheirLimits: a result too large for an item is
+// stored without its signed record (saying so), or as not graded; the
+// summary counts what is stored; a page stops at its byte bound; and
+// erasing the agent's evidence erases the evaluation.
+func TestEvaluationResultsAtTheirLimits(t *testing.T) {
+	svc, _, _ := gradingService(t, answerJudge{rationale: strings.Repeat("r", anticipate.MaxRationaleLen)}, JudgeRetry{})
+	all := func(string) bool { return true }
+	ctx := context.Background()
+	var agent string
+	for i := range 8 {
+		agent = declarePlan(t, svc, fmt.Sprintf("p-%d", i), 1, "iam_create_user", nil, nil)
+	}
+	// 25 judged criteria: the criteria fit, the signed record beside them not.
+	rec, err := svc.StartEvaluation(ctx, regrade.Request{Filter: regrade.Filter{AgentID: agent}, Criteria: heuristicCriteria(t, 25), GradingPolicy: composite}, "t", Caller{May: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEvaluation(t, svc, rec.EvaluationID)
+	v, err := svc.Evaluation(ctx, rec.EvaluationID, 0, "", all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Results) == 8 || v.NextToken == "" || len(v.Results) < 1 {
+		t.Errorf("a page of results of about 210 KB each: %d results, next %q", len(v.Results), v.NextToken)
+	}
+	for _, r := range v.Results {
+		if r.Verification != nil || !strings.HasPrefix(r.Omitted, "verification: ") || r.Verdict != anticipate.VerdictPass {
+			t.Errorf("%s: verification %v, omitted %q, verdict %s", r.PlanID, r.Verification != nil, r.Omitted, r.Verdict)
+		}
+	}
+	// 50: not even the criteria fit.
+	rec, err = svc.StartEvaluation(ctx, regrade.Request{Filter: regrade.Filter{PlanIDs: []string{"p-0"}}, Criteria: heuristicCriteria(t, 50), GradingPolicy: composite}, "t", Caller{May: all, Only: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEvaluation(t, svc, rec.EvaluationID)
+	v, _ = svc.Evaluation(ctx, rec.EvaluationID, 0, "", all)
+	if len(v.Results) != 1 || !strings.Contains(v.Results[0].Error, "over the 307200 a result may take") || v.Summary.Errors != 1 || v.Summary.Graded != 0 {
+		t.Errorf("a result too large to store: %+v, summary %+v", v.Results, v.Summary)
+	}
+	out, err := svc.EraseAgent(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Evaluation(ctx, rec.EvaluationID, 0, "", all); !errs.Is(err, errs.NotFound) || out[TypeEvaluationResult] != 9 || out[TypeEvaluation] != 2 {
+		t.Errorf("after the erasure (%v): %v", out, err)
+	}
 }

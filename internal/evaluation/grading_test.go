@@ -122,7 +122,7 @@ func gradingService(t *testing.T, j Judge, retry JudgeRetry) (*Service, *jobsQue
 	t.Cleanup(func() { st.Close() })
 	clock := &testClock{t: time.Date(2026, 6, 24, 11, 0, 0, 0, time.UTC)}
 	q := &jobsQueue{}
-	return New(st, Options{Judge: j, JudgeRetry: retry, Grader: q, Now: clock.Now}), q, clock
+	return New(st, Options{Judge: j, JudgeRetry: retry, Grader: q, Now: clock.Now, EvaluationJudgeRate: 1e6}), q, clock
 }
 
 func onlyVerification(t *testing.T, svc *Service, agent string) anticipate.Verification {

@@ -197,6 +197,7 @@ func group(c *errs.Collector, criteria []json.RawMessage) (map[string][]json.Raw
 	}
 	exp := map[string][]json.RawMessage{}
 	where := map[key]string{}
+	seen := map[string]int{} // criterion id -> its first index in the request
 	ok := true
 	for i, raw := range criteria {
 		path := fmt.Sprintf("criteria[%d]", i)
@@ -205,6 +206,17 @@ func group(c *errs.Collector, criteria []json.RawMessage) (map[string][]json.Raw
 			c.Add(path, "must be a criterion object")
 			ok = false
 			continue
+		}
+		// Repeated ids are named here, in the request's order (the
+		// ANTICIPATE's check would go category by category).
+		var id string
+		if json.Unmarshal(m["criterion_id"], &id) == nil && id != "" {
+			if first, dup := seen[id]; dup {
+				c.Add(path+".criterion_id", "%q is already used by criteria[%d]; criterion ids must be unique", id, first)
+				ok = false
+				continue
+			}
+			seen[id] = i
 		}
 		cat := anticipate.CategoryOutcome
 		if v, sent := m["category"]; sent {

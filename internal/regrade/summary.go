@@ -33,6 +33,12 @@ type Result struct {
 	// Error says why the plan could not be graded (erased since, no
 	// policy to grade it with).
 	Error string `json:"error,omitempty"`
+	// Omitted says what was left out of the stored result, and why (the
+	// signed record, when it would make the result too large to store).
+	Omitted string `json:"omitted,omitempty"`
+	// ExpiresAt is when the plan's evidence expires (not stored): its
+	// result expires then too, if that is before the evaluation's.
+	ExpiresAt string `json:"-"`
 }
 
 // ResultID is the verification_id of a plan's re-grade in an evaluation:
