@@ -101,6 +101,13 @@ func (sb *stackBuilder) alerts() {
 			fn.AddEnvironment(s("PUBLIC_URL"), s(cfg.PublicURL), nil)
 		}
 	}
+	// Every agent's scores go to the operator's scores channel: VERIFY
+	// (the stream) and the repair of its effects (the clock) make them.
+	if cfg.ScoresChannel != "" {
+		for _, fn := range []awslambda.Function{st.Stream, st.Clock} {
+			fn.AddEnvironment(s("SCORES_CHANNEL"), s(cfg.ScoresChannel), nil)
+		}
+	}
 	// The stream function subscribes to watched tasks: their agents push
 	// to the API at its public URL.
 	if cfg.PublicURL != "" {

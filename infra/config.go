@@ -94,6 +94,10 @@ type Config struct {
 	// eventbridge alert channels may name; the notifying functions are
 	// granted events:PutEvents on them (EVENTBRIDGE_ALERTS). Empty: none.
 	AlertEventBuses string
+	// ScoresChannel (SCORES_CHANNEL; context scoresChannel) names an
+	// operator's channel, typically an otlp one, that every agent's
+	// verification.completed goes to.
+	ScoresChannel string
 	// PublicURL is the API's public base URL (PUBLIC_URL), for console
 	// links in notifications.
 	PublicURL string
@@ -193,7 +197,7 @@ func DefaultConfig(stage string) (Config, error) {
 // ContextKeys are the context keys ConfigFromContext reads.
 var ContextKeys = []string{"stage", "arch", "tokensParameter", "clockConcurrency", "throttleRate", "throttleBurst", "alarmEmail", "allowPrivateAgents",
 	"judgeKind", "judgeModel", "judgeUrl", "judgeApiKeyParameter", "apiConcurrency", "authorizerConcurrency", "streamConcurrency", "signingKeyParameter", "mcpAllowedOrigins",
-	"sesFrom", "alertEventBuses", "publicUrl", "retainExpectations", "retainEvidence", "factLookbackMax", "deliveryRetryFor", "graderConcurrency", "ingestConcurrency"}
+	"sesFrom", "alertEventBuses", "publicUrl", "scoresChannel", "retainExpectations", "retainEvidence", "factLookbackMax", "deliveryRetryFor", "graderConcurrency", "ingestConcurrency"}
 
 // ConfigFromContext builds the configuration from CDK context values (get
 // returns the value of a key and whether it is set). Context values may be
@@ -392,8 +396,19 @@ func (c *Config) readAlerts(str func(string) (string, bool, error)) error {
 		}
 	}
 	c.PublicURL = public
+	scores, _, err := str("scoresChannel")
+	if err != nil {
+		return err
+	}
+	if scores != "" && !channelID.MatchString(scores) {
+		return fmt.Errorf("context scoresChannel: %q is not a channel id (letters, digits, '.', '_', '-'; at most 64), e.g. -c scoresChannel=otel-scores", scores)
+	}
+	c.ScoresChannel = scores
 	return nil
 }
+
+// channelID is a channel id (alert.ValidChannelID).
+var channelID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // checkJudge refuses a judge configuration the stream function could not
 // build, naming the context key.

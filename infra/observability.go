@@ -181,7 +181,7 @@ func (st *Stack) addAlarms() {
 
 // NotificationChannelTypes are the channel types the dead-notifications
 // alarm sums (internal/alert.Types; infra does not import the runtime).
-var NotificationChannelTypes = []string{"webhook", "slack", "pagerduty", "email", "eventbridge"}
+var NotificationChannelTypes = []string{"webhook", "slack", "pagerduty", "email", "eventbridge", "otlp"}
 
 // addNotificationAlarm alarms when alert notifications are dead-lettered:
 // people were not told of a lapse or a failed VERIFY.

@@ -65,6 +65,7 @@ func run() error {
 	streamFaults := flag.Bool("aws-stream-faults", false, "AWS mode, for tests: the stream poller delivers records out of order across items, 10% twice, and cuts 10% of batches off mid-way as a timed-out function would")
 	judgeKind := flag.String("judge", "", "kind of model judge: http (this project's judge protocol at -judge-url; the default when -judge-url is given), openai (an OpenAI-compatible Chat Completions API at base URL -judge-url, key in $JUDGE_API_KEY), bedrock (Amazon Bedrock Converse; -judge-url overrides its endpoint)")
 	judgeModel := flag.String("judge-model", "", "model of the openai judge, model id of the bedrock judge")
+	scoresChannel := flag.String("scores-channel", "", "an operator's channel (an otlp one, typically) that every agent's verification.completed goes to: its scores as gen_ai.evaluation.result events")
 	evalJudgeRate := flag.Float64("evaluation-judge-rate", evaluation.DefaultEvaluationJudgeRate, "judge calls per second evaluations (re-grading) may make")
 	awsEndpoint := flag.String("aws-endpoint", "", "AWS mode: run the Lambda handlers against this endpoint (LocalStack http://127.0.0.1:4566, moto); polls the table's stream and fires due schedules")
 	table := flag.String("table", "clockwork", "AWS mode: DynamoDB table (created if missing)")
@@ -220,7 +221,7 @@ func run() error {
 				return fmt.Errorf("the credentials key (set CREDENTIALS_KEY_ID to use an existing one): %w", err)
 			}
 		}
-		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID,
+		rt, err := awsrt.New(context.Background(), awsrt.Config{CredentialsKeyID: keyID, Notify: notify.Options{ScoresChannel: *scoresChannel},
 			Table: *table, ScheduleGroup: *group, ClockFunctionARN: *clockARN, SchedulerRoleARN: *roleARN, TimerQueueURL: queueURL, GradingQueueURL: gradingURL, SchedulerPrecision: *precision,
 			TokensJSON: tokensJSON, AllowPrivateAgents: *allowPrivate, SendToTimekeepers: *timekeepers, MCPAllowedOrigins: allowedOrigins,
 			MaxLineage: *maxLineage, DeliveryAttempts: *attempts, DeliveryRetryFor: *retryFor, DeliveryMaxWait: *maxWait, RetainExpectations: keepRecords, RetainEvidence: keepEvidence, FactLookbackMax: awsLookbackMax, JudgeURL: *judgeURL, JudgeToken: *judgeToken,
@@ -267,7 +268,7 @@ func run() error {
 			Outbox:   outbox.Options{MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait, SendToTimekeepers: *timekeepers},
 			JudgeURL: *judgeURL, JudgeToken: *judgeToken, AllowPrivateJudge: *allowPrivateJudge,
 			JudgeKind: *judgeKind, JudgeModel: *judgeModel, JudgeAPIKey: os.Getenv("JUDGE_API_KEY"), EvaluationJudgeRate: *evalJudgeRate,
-			Metrics: rec, SMTP: mailer, OTLP: otlpCfg, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait},
+			Metrics: rec, SMTP: mailer, OTLP: otlpCfg, Notify: notify.Options{PublicURL: *publicURL, MaxAttempts: *attempts, RetryFor: *retryFor, MaxBackoff: *maxWait, ScoresChannel: *scoresChannel},
 		})
 		if err != nil {
 			return err

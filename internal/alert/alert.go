@@ -37,13 +37,17 @@ const (
 	DeliveryDead EventType = "delivery.dead"
 	// VerificationFailed: a VERIFY's verdict is FAIL.
 	VerificationFailed EventType = "verification.failed"
+	// VerificationCompleted: a VERIFY's verdict became final (PASS or
+	// FAIL): its scores, for the tools teams read them in (an otlp
+	// channel sends them as gen_ai.evaluation.result events).
+	VerificationCompleted EventType = "verification.completed"
 	// ChannelTest is sent by POST /v1/channels/{id}/test only; rules
 	// cannot name it.
 	ChannelTest EventType = "channel.test"
 )
 
 // RuleEvents are the event types a rule may name.
-var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DueSoon, DeliveryDead, VerificationFailed}
+var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DueSoon, DeliveryDead, VerificationFailed, VerificationCompleted}
 
 // Event is one notification's body (the webhook body, EventBridge's
 // Detail): what happened, when, and the record it happened to.
@@ -65,8 +69,10 @@ type EventData struct {
 	PlanID         string          `json:"planId,omitempty"`
 	Verification   json.RawMessage `json:"verification,omitempty"`
 	// FailedCriteria lists the criteria of a failed VERIFY that did not
-	// pass (verification.failed).
+	// pass (verification.failed, verification.completed).
 	FailedCriteria []string `json:"failedCriteria,omitempty"`
+	// Verdict is a final VERIFY's verdict (verification.completed).
+	Verdict string `json:"verdict,omitempty"`
 	// ChannelID is the channel a channel.test was sent to.
 	ChannelID string `json:"channelId,omitempty"`
 	// HeldBack is how many events of the same rule a cooldown held back

@@ -374,15 +374,23 @@ func TestFromVerification(t *testing.T) {
 		Results:            []anticipate.Result{{CriterionID: "c1", Status: anticipate.StatusPass}, {CriterionID: "c2", Status: anticipate.StatusFail}},
 		AntiCriteriaFailed: []string{"ac1"}}
 	occ := FromVerification("", v, nil)
-	if len(occ) != 1 || strings.Join(occ[0].Event.Data.FailedCriteria, ",") != "c2,ac1" {
-		t.Fatalf("occurrence: %+v", occ)
+	if len(occ) != 2 || occ[0].Event.Type != VerificationCompleted || occ[1].Event.Type != VerificationFailed ||
+		strings.Join(occ[1].Event.Data.FailedCriteria, ",") != "c2,ac1" || occ[0].Event.Data.Verdict != "FAIL" || occ[0].Key == occ[1].Key {
+		t.Fatalf("occurrences: %+v", occ)
 	}
 	if len(FromVerification(anticipate.VerdictFail, v, nil)) != 0 {
 		t.Fatal("a VERIFY already FAIL is not a new event")
 	}
 	v.Verdict = anticipate.VerdictPass
+	if occ := FromVerification(anticipate.VerdictPending, v, nil); len(occ) != 1 || occ[0].Event.Type != VerificationCompleted {
+		t.Fatalf("PASS after PENDING: %+v", occ)
+	}
+	if len(FromVerification(anticipate.VerdictPass, v, nil)) != 0 {
+		t.Fatal("a VERIFY already PASS is not a new event")
+	}
+	v.Verdict = anticipate.VerdictPending
 	if len(FromVerification("", v, nil)) != 0 {
-		t.Fatal("PASS is no event")
+		t.Fatal("PENDING is no event")
 	}
 }
 

@@ -25,10 +25,29 @@ const (
 	PagerDuty   Type = "pagerduty"
 	Email       Type = "email"
 	EventBridge Type = "eventbridge"
+	// OTLP sends VERIFYs' scores to an OpenTelemetry collector (or any
+	// OTLP/HTTP logs receiver: Langfuse, Phoenix, Datadog) as
+	// gen_ai.evaluation.result events (OTLPLogsBody).
+	OTLP Type = "otlp"
 )
 
 // Types lists every channel type.
-var Types = []Type{Webhook, Slack, PagerDuty, Email, EventBridge}
+var Types = []Type{Webhook, Slack, PagerDuty, Email, EventBridge, OTLP}
+
+// typeList is Types for messages.
+const typeList = "webhook, slack, pagerduty, email, eventbridge, otlp"
+
+// Bounds on an otlp channel's headers (its receiver's credentials, such
+// as Authorization or an API key: kept sealed with the channel's secret).
+const (
+	MaxHeaders        = 10
+	MaxHeaderValueLen = 1024
+)
+
+var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+
+// reservedHeaders are set by the sender.
+var reservedHeaders = []string{"content-type", "content-length", "host", "user-agent", "connection", "transfer-encoding"}
 
 // PagerDutyEventsURL is PagerDuty's Events API v2 enqueue endpoint, the
 // default URL of a pagerduty channel.
@@ -83,10 +102,14 @@ type Secret struct {
 	WebhookSecret string `json:"webhookSecret,omitempty"`
 	SlackURL      string `json:"slackUrl,omitempty"`
 	RoutingKey    string `json:"routingKey,omitempty"`
+	// Headers are an otlp channel's request headers.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Empty reports whether s holds nothing to seal.
-func (s Secret) Empty() bool { return s == Secret{} }
+func (s Secret) Empty() bool {
+	return s.WebhookSecret == "" && s.SlackURL == "" && s.RoutingKey == "" && len(s.Headers) == 0
+}
 
 // channelBody is the PUT body.
 type channelBody struct {
@@ -98,6 +121,8 @@ type channelBody struct {
 	EventBusName string   `json:"eventBusName"`
 	Name         string   `json:"name"`
 	Shared       *bool    `json:"shared"`
+	// Headers are an otlp channel's request headers (sealed).
+	Headers map[string]string `json:"headers"`
 }
 
 // MaxNameLen bounds a channel's display name (characters).
@@ -148,6 +173,9 @@ func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, b
 		if value != "" {
 			c.Add(field, "is not a field of a %s channel", b.Type)
 		}
+	}
+	if b.Headers != nil && b.Type != OTLP {
+		c.Add("headers", "is not a field of a %s channel", b.Type)
 	}
 	switch b.Type {
 	case Webhook:
@@ -217,10 +245,37 @@ func ParseChannel(id string, body []byte, caps Capabilities) (Channel, Secret, b
 		unexpected("url", b.URL)
 		unexpected("secret", b.Secret)
 		unexpected("routingKey", b.RoutingKey)
+	case OTLP:
+		ch.URL = checkURL(&c, "url", b.URL, caps, true)
+		unexpected("secret", b.Secret)
+		unexpected("routingKey", b.RoutingKey)
+		unexpected("eventBusName", b.EventBusName)
+		if len(b.Headers) > MaxHeaders {
+			c.Add("headers", "has more than %d headers", MaxHeaders)
+		}
+		names := make([]string, 0, len(b.Headers))
+		for k := range b.Headers {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			v := b.Headers[k]
+			switch {
+			case !headerNamePattern.MatchString(k):
+				c.Add("headers."+k, "is not a header name (letters, digits and '-', at most 64)")
+			case slices.Contains(reservedHeaders, strings.ToLower(k)):
+				c.Add("headers."+k, "is set by the sender")
+			case v == "" || len(v) > MaxHeaderValueLen || strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+				c.Add("headers."+k, "must be 1 to %d bytes without control characters", MaxHeaderValueLen)
+			}
+		}
+		if len(b.Headers) > 0 {
+			sec.Headers = b.Headers
+		}
 	case "":
-		c.Add("type", "is required: one of webhook, slack, pagerduty, email, eventbridge")
+		c.Add("type", "is required: one of "+typeList)
 	default:
-		c.Add("type", "must be one of webhook, slack, pagerduty, email, eventbridge")
+		c.Add("type", "must be one of "+typeList)
 	}
 	if len(c.List) > 0 {
 		return Channel{}, Secret{}, false, c.Err("the channel is not valid")

@@ -56,11 +56,12 @@ func FromExpectation(old, cur *expect.Record, raw json.RawMessage) []Occurrence 
 	return out
 }
 
-// FromVerification returns a verification.failed occurrence when a VERIFY's
-// verdict became FAIL (old is the previous verdict, "" for a new VERIFY).
-// raw is the VERIFY as stored.
+// FromVerification returns, when a VERIFY's verdict became final (old is
+// the previous verdict, "" for a new VERIFY), a verification.completed
+// occurrence and, when it is FAIL, a verification.failed one. raw is the
+// VERIFY as stored.
 func FromVerification(old anticipate.Verdict, v *anticipate.Verification, raw json.RawMessage) []Occurrence {
-	if v == nil || v.Verdict != anticipate.VerdictFail || old == anticipate.VerdictFail {
+	if v == nil || !v.Verdict.Final() || old.Final() {
 		return nil
 	}
 	var failed []string
@@ -72,7 +73,18 @@ func FromVerification(old anticipate.Verdict, v *anticipate.Verification, raw js
 	for _, id := range v.AntiCriteriaFailed {
 		failed = appendUnique(failed, id)
 	}
-	return []Occurrence{{
+	completed := Occurrence{
+		Event: Event{Type: VerificationCompleted, Timestamp: v.Timestamp, Data: EventData{
+			AgentID: v.AgentID, AnticipationID: v.AnticipationID, PlanID: v.PlanID,
+			Verification: raw, FailedCriteria: failed, Verdict: string(v.Verdict),
+		}},
+		Key:     string(VerificationCompleted) + "\x00" + v.AgentID + "\x00" + v.VerificationID,
+		Verdict: string(v.Verdict),
+	}
+	if v.Verdict != anticipate.VerdictFail {
+		return []Occurrence{completed}
+	}
+	return []Occurrence{completed, {
 		Event: Event{Type: VerificationFailed, Timestamp: v.Timestamp, Data: EventData{
 			AgentID: v.AgentID, AnticipationID: v.AnticipationID, PlanID: v.PlanID,
 			Verification: raw, FailedCriteria: failed,

@@ -20,6 +20,7 @@ var scenarios = []struct {
 	{"ModelJudges", scenarioModelJudges},
 	{"JudgeOutage", scenarioJudgeOutage},
 	{"Regrading", scenarioRegrading},
+	{"ScoresOut", scenarioScoresOut},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

@@ -201,6 +201,7 @@ func FromEnv() (Config, error) {
 		MetricsNamespace: os.Getenv("METRICS_NAMESPACE"),
 		SESFrom:          os.Getenv("SES_FROM"), PublicURL: os.Getenv("PUBLIC_URL"),
 	}
+	c.Notify.ScoresChannel = os.Getenv("SCORES_CHANNEL")
 	if c.Table == "" {
 		return c, errors.New("TABLE_NAME is required")
 	}

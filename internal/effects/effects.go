@@ -241,7 +241,10 @@ func Of(typ string, old, new []byte) []Kind {
 		if old != nil {
 			_ = json.Unmarshal(old, &o)
 		}
-		if json.Unmarshal(new, &n) == nil && n.Verification.Verdict == "FAIL" && o.Verification.Verdict != "FAIL" {
+		// A verdict that became final (verification.completed, and
+		// verification.failed when it is FAIL).
+		final := func(v string) bool { return v == "PASS" || v == "FAIL" }
+		if json.Unmarshal(new, &n) == nil && final(n.Verification.Verdict) && !final(o.Verification.Verdict) {
 			return []Kind{Alerts}
 		}
 	case "execution":

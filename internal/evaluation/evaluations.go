@@ -57,7 +57,7 @@ const evaluationChunk = 500
 // sorted by their last progress (so the sweep finds stalled ones).
 const runningEvaluationsPK = "EVALRUN"
 
-func evaluationPK(id string) string             { return "EVAL#" + esc(id) }
+func evaluationPK(id string) string            { return "EVAL#" + esc(id) }
 func evaluationKey(id string) store.Key        { return store.Key{PK: evaluationPK(id), SK: "EVAL"} }
 func evaluationRequestKey(id string) store.Key { return store.Key{PK: evaluationPK(id), SK: "REQ"} }
 func evaluationsOfPK(agent string) string      { return "EVA#" + esc(agent) }

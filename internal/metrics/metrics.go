@@ -106,7 +106,7 @@ var (
 )
 
 // The metrics of alert notifications (internal/notify), by channel type
-// (webhook, slack, pagerduty, email, eventbridge), counted when each
+// (webhook, slack, pagerduty, email, eventbridge, otlp), counted when each
 // attempt's outcome is committed on the notification.
 var (
 	Notifications = &Desc{Name: "clockwork_notifications_total", Kind: Counter, Unit: "Count", Labels: []string{"channel_type", "outcome"},

@@ -427,6 +427,12 @@ func (s *Service) send(ctx context.Context, c storedChannel, n *alert.Notificati
 			return mailError{err}
 		}
 		return nil
+	case alert.OTLP:
+		body, err := alert.OTLPLogsBody(n, s.opt.Now())
+		if err != nil {
+			return permanent(err)
+		}
+		return s.post(ctx, c.URL, body, sec.Headers)
 	case alert.EventBridge:
 		if s.events == nil {
 			return permanent(errors.New("this server cannot put EventBridge events"))

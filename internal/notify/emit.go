@@ -123,7 +123,7 @@ func verificationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
 	if err := json.Unmarshal(ch.New.Data, &n); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", ch.Key, err)
 	}
-	if n.Verification.Verdict != anticipate.VerdictFail || o.Verification.Verdict == anticipate.VerdictFail {
+	if !n.Verification.Verdict.Final() || o.Verification.Verdict.Final() {
 		return nil, nil
 	}
 	var full struct {
@@ -143,7 +143,7 @@ func verificationOccurrences(ch store.Change) ([]alert.Occurrence, error) {
 func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
 	agent := occs[0].Event.Data.AgentID
 	rules, err := s.Rules(ctx, agent)
-	if err != nil || len(rules.Rules) == 0 {
+	if err != nil {
 		return err
 	}
 	for _, occ := range occs {
@@ -152,6 +152,14 @@ func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
 				continue
 			}
 			if err := s.create(ctx, agent, rules.ByOperator, r, occ); err != nil {
+				return err
+			}
+		}
+		// The operator's scores channel, for every agent (a rule of the
+		// operator's, so it must be the operator's channel).
+		if s.opt.ScoresChannel != "" && occ.Event.Type == alert.VerificationCompleted {
+			r := alert.Rule{On: []alert.EventType{alert.VerificationCompleted}, Channels: []string{s.opt.ScoresChannel}}
+			if err := s.create(ctx, agent, true, r, occ); err != nil {
 				return err
 			}
 		}

@@ -56,6 +56,19 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 			return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].repeat.every", i),
 				Message: fmt.Sprintf("must be at least %v on this server", s.opt.MinRepeat)}})
 		}
+		// An otlp channel carries scores: what else would become a log
+		// record no collector expects.
+		for j, id := range r.Channels {
+			if byID[id].Type != alert.OTLP {
+				continue
+			}
+			for _, ev := range r.On {
+				if ev != alert.VerificationCompleted && ev != alert.VerificationFailed {
+					return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].channels[%d]", i, j),
+						Message: fmt.Sprintf("is an otlp channel, which carries VERIFYs' scores (verification.completed, verification.failed), not %s: name it in a rule of its own", ev)}})
+				}
+			}
+		}
 		if !slices.Contains(r.On, alert.DueSoon) {
 			continue
 		}

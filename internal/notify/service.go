@@ -51,6 +51,10 @@ type Enqueuer interface {
 
 // Options configure a Service.
 type Options struct {
+	// ScoresChannel names an operator's channel (an otlp one, typically)
+	// that every agent's verification.completed goes to, besides the
+	// agents' own rules: -scores-channel, SCORES_CHANNEL ("": none).
+	ScoresChannel string
 	// RetryFor is how long failed notifications are retried, from the
 	// first failure, before they are dead-lettered (default
 	// retry.DefaultFor, a day).
