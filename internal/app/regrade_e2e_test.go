@@ -39,7 +39,7 @@ const regradeLong = 200
 // i%5 == 4 (20 shapes).
 func regradeShape(i int) (steps int, tools []string) {
 	if i == regradeLong {
-		return 400, nil // its aggregate spills into chunks (anticipate.ChunkBytes)
+		return 400, nil // with 400 observations (runPlans), so that its aggregate spills a chunk
 	}
 	steps = i % 4
 	if i%5 == 4 {
@@ -99,6 +99,17 @@ func scenarioRegrading(t *testing.T) {
 	})
 	t.Logf("%s: %d plans run in %s", backendKind, n+1+20, time.Since(phase).Round(time.Millisecond))
 	phase = time.Now()
+	var long struct {
+		Execution struct {
+			Aggregate struct {
+				Chunks int `json:"chunks"`
+			} `json:"aggregate"`
+		} `json:"execution"`
+	}
+	e.must(200, e.call("GET", fmt.Sprintf("/v1/executions/rg-%03d/events?limit=1", regradeLong), nil)).json(t, &long)
+	if long.Execution.Aggregate.Chunks == 0 {
+		t.Fatal("the long plan's aggregate spilled no chunk: the re-grade would not read one")
+	}
 	originals := map[string]anticipate.Verification{}
 	for i := range n + 1 {
 		v := e.waitVerification(fmt.Sprintf("ant-rg-%03d", i))
@@ -329,7 +340,14 @@ func runPlans(t *testing.T, e *testEnv, agent string, n int, plan func(i int) (s
 				span(k+1, "step", str("aigp.message_type", "STEP_COMPLETE"))
 				k += 2
 			}
-			obs, _ := json.Marshal(allGood())
+			observations := allGood()
+			if i == regradeLong {
+				// Enough observations that the aggregate spills a chunk.
+				for k := range 400 {
+					observations = append(observations, obs(fmt.Sprintf("extra_%03d", k), true))
+				}
+			}
+			obs, _ := json.Marshal(observations)
 			span(k, "outcome", str("aigp.message_type", "OUTCOME"), str("aigp.variables", `{"target_username":"alice"}`), str("aigp.observations", string(obs)))
 			root := map[string]any{"key": "aigp.plan_root", "value": map[string]any{"boolValue": true}}
 			span(k+1, "invoke_agent", str("gen_ai.operation.name", "invoke_agent"), root)
