@@ -44,7 +44,7 @@ func (sb *stackBuilder) apiFunctions() {
 		st.API.AddEnvironment(s("MODEL_GRADING"), s("true"), nil)
 	}
 	st.API.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid: s("GradingQueue"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
+		Sid: s("EvaluationSteps"), Actions: strs("sqs:SendMessage"), Resources: &[]*string{st.GradingQueue.QueueArn()},
 	}))
 	if cfg.MCPAllowedOrigins != "" {
 		st.API.AddEnvironment(s("MCP_ALLOWED_ORIGINS"), s(cfg.MCPAllowedOrigins), nil)

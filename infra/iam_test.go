@@ -361,6 +361,7 @@ func TestIAMCheckCatchesChanges(t *testing.T) {
 		{"authorizer cannot read the tokens", "ReadTokens", "", "", "the authorizer function needs ssm:GetParameter tokens-parameter"},
 		{"grader cannot read the judge's key", "JudgeAPIKey", "", "", "the grader function needs ssm:GetParameter judge-key-parameter"},
 		{"stream loses sqs:SendMessage to the grading queue", "GradingQueue", "", "", "the stream function needs sqs:SendMessage grading-queue"},
+		{"api cannot start evaluations", "EvaluationSteps", "", "", "the api function needs sqs:SendMessage grading-queue"},
 		{"a function loses dynamodb:PutItem", "TableItems", "dynamodb:PutItem", "", "needs dynamodb:PutItem table but its role does not grant it"},
 		{"a function gains dynamodb:Scan", "TableItems", "", "dynamodb:Scan", "grants dynamodb:Scan table, which it never uses"},
 	}
