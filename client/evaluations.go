@@ -127,3 +127,27 @@ func (c *Client) Evaluation(ctx context.Context, id string, limit int, nextToken
 	}
 	return &out, nil
 }
+
+// EvaluationsPage is one page of an agent's evaluations, newest first.
+type EvaluationsPage struct {
+	Evaluations []Evaluation `json:"evaluations"`
+	NextToken   string       `json:"nextToken,omitempty"`
+}
+
+// ListEvaluations returns one page of the evaluations of agentID's plans,
+// newest first, without their results (limit 0: the server's default of
+// 20). Errors (*Error): 400 naming limit or nextToken, 401, 403.
+func (c *Client) ListEvaluations(ctx context.Context, agentID string, limit int, nextToken string) (*EvaluationsPage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if nextToken != "" {
+		q.Set("nextToken", nextToken)
+	}
+	var out EvaluationsPage
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluations", query: q.Encode(), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

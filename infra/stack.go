@@ -69,6 +69,7 @@ var Routes = []Route{
 	{"GET", "/v1/keys/verify", false},
 	{"POST", "/v1/evaluations", false},
 	{"GET", "/v1/evaluations/{evaluationId}", false},
+	{"GET", "/v1/agents/{agentId}/evaluations", false},
 	{"POST", "/mcp", false}, // the MCP endpoint (internal/mcpapi): tools for LLM agents
 	// The web console: its page and files are public (no authorizer); its
 	// data comes through the routes above with the token the person enters.

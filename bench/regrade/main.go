@@ -5,13 +5,14 @@
 // CPU per plan and the judge calls per second:
 //
 //   - with three DETERMINISTIC criteria (no judge call);
+//
 //   - with those and one HEURISTIC criterion, graded by a loopback judge
 //     that answers at once (-judge-latency to slow it), so the figure is
 //     the server's and the judge rate bound's (-judge-rate, default the
 //     server's default).
 //
-//	go run ./bench/regrade
-//	go run ./bench/regrade -plans 5000 -judge-rate 1000
+//     go run ./bench/regrade
+//     go run ./bench/regrade -plans 5000 -judge-rate 1000
 package main
 
 import (
@@ -180,7 +181,9 @@ func store(plans int, seed []byte, call func(method, path string, body []byte, w
 		return "", err
 	default:
 	}
-	str := func(k, v string) map[string]any { return map[string]any{"key": k, "value": map[string]any{"stringValue": v}} }
+	str := func(k, v string) map[string]any {
+		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
+	}
 	at := time.Now().Add(-time.Hour)
 	for lo := 0; lo < plans; lo += 100 {
 		var spans []any

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/errs"
@@ -94,7 +95,7 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		}
 		for j, t := range r.On {
 			if !ValidEvent(t) {
-				c.Add(fmt.Sprintf("%s.on[%d]", p, j), "unknown event type %q (one of expectation.lapsed, expectation.recovered, expectation.acknowledged, expectation.due_soon, delivery.dead, verification.failed)", t)
+				c.Add(fmt.Sprintf("%s.on[%d]", p, j), "unknown event type %q (one of %s)", t, eventList())
 			}
 		}
 		switch {
@@ -147,6 +148,15 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 		in.Rules = []Rule{}
 	}
 	return Rules{AgentID: agent, Rules: in.Rules}, nil
+}
+
+// eventList names RuleEvents for messages.
+func eventList() string {
+	names := make([]string, len(RuleEvents))
+	for i, e := range RuleEvents {
+		names[i] = string(e)
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkFollowUps validates a rule's before, repeat and escalate.

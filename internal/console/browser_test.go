@@ -523,6 +523,10 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("evaluation-desktop.png", 1440, 900)
 	evalHash := b.eval(`location.hash`)
+	b.open(console + "#/agents/agent-1/evaluations")
+	if got := b.wait("the agent's evaluations", `(() => { const r = document.querySelector('#agent-evaluations tr[data-state="done"]'); return r ? r.innerText : ''; })()`); !strings.Contains(got, strings.TrimPrefix(evalHash, "#/evaluations/")) || !strings.Contains(got, "100%") {
+		t.Errorf("the agent's evaluations read %q", got)
+	}
 
 	// Heartbeats: one pinged is up with its next due time and current
 	// period; Pause on the page pauses it.

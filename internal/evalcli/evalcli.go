@@ -55,6 +55,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	policyFile := fs.String("policy", "", "a JSON file holding an RFC-032 grading_policy (default: each plan's own)")
 	judgeModel := fs.String("judge-model", "", "grade HEURISTIC criteria with this model of the server's judge")
 	failUnder := fs.Float64("fail-under", 0, "exit 1 when the pass rate is under this (0 to 1)")
+	maxErrors := fs.Int("max-errors", 0, "exit 1 when more plans than this could not be graded (erased since, no grading policy)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the evaluation")
 	poll := fs.Duration("poll", 2*time.Second, "how often to read its progress")
 	asJSON := fs.Bool("json", false, "print the evaluation as JSON instead of a table")
@@ -73,6 +74,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if *failUnder < 0 || *failUnder > 1 || math.IsNaN(*failUnder) {
 		return usage("--fail-under must be between 0 and 1")
+	}
+	if *maxErrors < 0 {
+		return usage("--max-errors must not be negative")
 	}
 	if *poll <= 0 || *timeout <= 0 {
 		return usage("--poll and --timeout must be positive")
@@ -120,16 +124,21 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	} else {
 		printTable(stdout, ev)
 	}
-	return verdict(stderr, ev, *failUnder)
+	return verdict(stderr, ev, *failUnder, *maxErrors)
 }
 
 // verdict prints whether the evaluation passed the bar and returns the
 // exit code.
-func verdict(w io.Writer, ev *client.Evaluation, bar float64) int {
+func verdict(w io.Writer, ev *client.Evaluation, bar float64, maxErrors int) int {
 	s := ev.Summary
 	switch {
 	case ev.State == "failed":
 		fmt.Fprintf(w, "FAIL: the evaluation failed: %s\n", ev.Error)
+		return ExitFail
+	case s.Errors > maxErrors:
+		// The pass rate leaves them out: a rubric that cannot grade most
+		// plans must not pass on the few it could.
+		fmt.Fprintf(w, "FAIL: %d of %d plans could not be graded (--max-errors %d)\n", s.Errors, ev.Progress.Total, maxErrors)
 		return ExitFail
 	case s.PassRate == nil:
 		fmt.Fprintf(w, "FAIL: no plan was graded (%d matched, %d could not be graded)\n", ev.Progress.Total, s.Errors)

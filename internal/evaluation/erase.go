@@ -2,6 +2,7 @@ package evaluation
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -59,8 +60,11 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]in
 		// The evaluations that graded its plans: their results hold its
 		// evidence (a job of several agents goes whole).
 		if err := eachOf(ctx, s.store, store.Query{PK: evaluationsOfPK(agentID)}, func(it store.Item) error {
-			// The mark's sort key is the job's id, escaped as in its key.
-			if err := s.erasePartition(ctx, "EVAL#"+it.SK, count); err != nil {
+			var m evaluationMark
+			if err := json.Unmarshal(it.Data, &m); err != nil {
+				return err
+			}
+			if err := s.erasePartition(ctx, evaluationPK(m.EvaluationID), count); err != nil {
 				return err
 			}
 			_, err := s.deleteItem(ctx, it.Key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,6 +62,18 @@ func evaluationPK(id string) string            { return "EVAL#" + esc(id) }
 func evaluationKey(id string) store.Key        { return store.Key{PK: evaluationPK(id), SK: "EVAL"} }
 func evaluationRequestKey(id string) store.Key { return store.Key{PK: evaluationPK(id), SK: "REQ"} }
 func evaluationsOfPK(agent string) string      { return "EVA#" + esc(agent) }
+
+// evaluationMarkKey is the mark of an evaluation that grades agent's
+// plans, sorted by when it started.
+func evaluationMarkKey(agent string, at time.Time, id string) store.Key {
+	return store.Key{PK: evaluationsOfPK(agent), SK: sortTime(at) + "#" + esc(id)}
+}
+
+// evaluationMark is the data of a mark.
+type evaluationMark struct {
+	EvaluationID string `json:"evaluationId"`
+}
+
 func evaluationPlansKey(id string, chunk int) store.Key {
 	return store.Key{PK: evaluationPK(id), SK: fmt.Sprintf("P#%05d", chunk)}
 }
@@ -119,7 +132,8 @@ type Evaluator interface {
 func (s *Service) SetEvaluator(e Evaluator) { s.evaluator = e }
 
 // StartEvaluation validates req, resolves the plans its filter names and
-// stores the job, then enqueues it. The caller must be allowed to act for
+// stores the job, then enqueues it. A principal that runs
+// MaxRunningEvaluations already is TooManyRequests. The caller must be allowed to act for
 // filter.agentId and for the agent of every plan named (Forbidden
 // otherwise); a plan named that is not a completed execution the caller
 // may read is Invalid naming filter.planIds[i] (the same answer whether it
@@ -135,6 +149,9 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 	}
 	plans, agents, err := s.matchPlans(ctx, spec, c)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRunning(ctx, principal); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -162,7 +179,8 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 	// whose job was never stored only names an id), then the job.
 	var marks []store.Write
 	for _, a := range rec.Agents {
-		it, err := expiring(store.Item{Key: store.Key{PK: evaluationsOfPK(a), SK: esc(rec.EvaluationID)}, Type: TypeEvaluationOf, Data: []byte(`{}`)}, nil)(rec.ExpiresAt)
+		data, _ := json.Marshal(evaluationMark{EvaluationID: rec.EvaluationID})
+		it, err := expiring(store.Item{Key: evaluationMarkKey(a, now, rec.EvaluationID), Type: TypeEvaluationOf, Data: data}, nil)(rec.ExpiresAt)
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -368,9 +386,9 @@ func (s *Service) Evaluation(ctx context.Context, id string, limit int, nextToke
 			return nil, wrap(err)
 		}
 	}
-	v := &EvaluationView{EvaluationID: rec.EvaluationID, State: rec.State, Progress: EvaluationProgress{Done: rec.Done, Total: rec.Total},
-		Filter: rec.Filter, Results: []regrade.Result{}, NextToken: p.Next, Summary: rec.Tally.Summary(), JudgeCalls: rec.JudgeCalls,
-		CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Error: rec.Error, StartedBy: rec.Owner}
+	view := rec.view()
+	v := &view
+	v.NextToken = p.Next
 	for _, it := range p.Items {
 		r, err := decode[regrade.Result](it)
 		if err != nil {
@@ -411,4 +429,90 @@ func (s *Service) RunningEvaluations(ctx context.Context, upTo time.Time, limit 
 		}
 	}
 	return out, nil
+}
+
+// MaxEvaluationsPage bounds one page of an agent's evaluations.
+const MaxEvaluationsPage = 100
+
+// EvaluationsPage is one page of the evaluations of an agent's plans,
+// newest first, each without its results.
+type EvaluationsPage struct {
+	Evaluations []EvaluationView `json:"evaluations"`
+	NextToken   string           `json:"nextToken,omitempty"`
+}
+
+// EvaluationsOf returns one page of the evaluations that grade agentID's
+// plans, newest first (limit 1 to MaxEvaluationsPage, 0 meaning 20), each
+// with its progress and summary and no results. An evaluation that also
+// grades agents the caller may not act for is left out (it may not read
+// it). Errors: Forbidden when the caller may not act for agentID; Invalid
+// naming limit or nextToken.
+func (s *Service) EvaluationsOf(ctx context.Context, agentID string, limit int, nextToken string, may Authorizer) (EvaluationsPage, error) {
+	if !may(agentID) {
+		return EvaluationsPage{}, forbidden(agentID)
+	}
+	if limit < 0 || limit > MaxEvaluationsPage {
+		return EvaluationsPage{}, errs.Fields("invalid listing", []errs.FieldError{{Path: "limit", Message: "must be between 1 and 100 (0 or none: 20)"}})
+	}
+	if limit == 0 {
+		limit = 20
+	}
+	p, err := s.store.Query(ctx, store.Query{PK: evaluationsOfPK(agentID), Limit: limit, Descending: true, After: nextToken})
+	if errors.Is(err, store.ErrInvalid) {
+		return EvaluationsPage{}, errs.Fields("invalid listing", []errs.FieldError{{Path: "nextToken", Message: "is not a token this service issued"}})
+	}
+	if err != nil {
+		return EvaluationsPage{}, wrap(err)
+	}
+	out := EvaluationsPage{Evaluations: []EvaluationView{}, NextToken: p.Next}
+	for _, it := range p.Items {
+		var m evaluationMark
+		if err := json.Unmarshal(it.Data, &m); err != nil {
+			return EvaluationsPage{}, wrap(err)
+		}
+		rec, err := s.readEvaluation(ctx, m.EvaluationID)
+		if err != nil {
+			return EvaluationsPage{}, err
+		}
+		if rec == nil || slices.ContainsFunc(rec.Agents, func(a string) bool { return !may(a) }) {
+			continue // not stored (a mark of a job that failed to start), or not the caller's to read
+		}
+		out.Evaluations = append(out.Evaluations, rec.view())
+	}
+	return out, nil
+}
+
+// view is the record as the API shows it, without results.
+func (rec *EvaluationRecord) view() EvaluationView {
+	return EvaluationView{EvaluationID: rec.EvaluationID, State: rec.State, Progress: EvaluationProgress{Done: rec.Done, Total: rec.Total},
+		Filter: rec.Filter, Results: []regrade.Result{}, Summary: rec.Tally.Summary(), JudgeCalls: rec.JudgeCalls,
+		CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Error: rec.Error, StartedBy: rec.Owner}
+}
+
+// MaxRunningEvaluations bounds the evaluations one principal runs at once:
+// they share the grader and the judge's rate with everyone's.
+const MaxRunningEvaluations = 5
+
+// checkRunning refuses a principal that already runs
+// MaxRunningEvaluations (TooManyRequests). It reads the running index,
+// which on DynamoDB may show a job a moment late.
+func (s *Service) checkRunning(ctx context.Context, principal string) error {
+	p, err := s.store.Query(ctx, store.Query{Index: store.GSI5, PK: runningEvaluationsPK, Limit: 200})
+	if err != nil {
+		return wrap(err)
+	}
+	n := 0
+	for _, it := range p.Items {
+		rec, err := decode[EvaluationRecord](it)
+		if err != nil {
+			return wrap(err)
+		}
+		if rec.State == EvaluationRunning && rec.Owner == principal {
+			n++
+		}
+	}
+	if n >= MaxRunningEvaluations {
+		return errs.E(errs.TooManyRequests, "%s runs %d evaluations already, the most one principal may run at once: wait for one to end", principal, n)
+	}
+	return nil
 }

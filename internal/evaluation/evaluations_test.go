@@ -448,3 +448,82 @@ func TestEvaluationResultsAtTheirLimits(t *testing.T) {
 		t.Errorf("after the erasure (%v): %v", out, err)
 	}
 }
+
+// TestEvaluationsOfAnAgent: an agent's evaluations are listed newest
+// first, without a job that also grades an agent the caller may not act
+// for; a principal runs at most MaxRunningEvaluations at once.
+func TestEvaluationsOfAnAgent(t *testing.T) {
+	svc, _, clock := gradingService(t, &scriptedJudge{}, JudgeRetry{})
+	ctx := context.Background()
+	all := func(string) bool { return true }
+	agent := declarePlan(t, svc, "p-1", 1, "iam_create_user", nil, nil)
+	req := regrade.Request{Filter: regrade.Filter{AgentID: agent}, Criteria: heuristicCriteria(t, 0), GradingPolicy: composite}
+	var ids []string
+	for range MaxRunningEvaluations {
+		rec, err := svc.StartEvaluation(ctx, req, "busy", Caller{May: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.EvaluationID)
+		clock.Add(time.Second)
+	}
+	if _, err := svc.StartEvaluation(ctx, req, "busy", Caller{May: all}); !errs.Is(err, errs.TooManyRequests) {
+		t.Fatalf("a sixth running evaluation of one principal: %v", err)
+	}
+	if _, err := svc.StartEvaluation(ctx, req, "someone", Caller{May: all}); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	runEvaluation(t, svc, ids[0])
+	if _, err := svc.StartEvaluation(ctx, req, "busy", Caller{May: all}); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+	page, err := svc.EvaluationsOf(ctx, agent, 3, "", all)
+	if err != nil || len(page.Evaluations) != 3 || page.NextToken == "" || page.Evaluations[0].CreatedAt < page.Evaluations[2].CreatedAt {
+		t.Fatalf("first page: %+v %v", page, err)
+	}
+	// A job that also grades another agent's plan is not listed for a
+	// caller that acts for this agent alone.
+	other := "agent-other"
+	declareFor := func() {
+		raw, _ := os.ReadFile("../anticipate/testdata/seed_anticipate.json")
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		m["agent_id"], m["plan_id"], m["anticipation_id"] = other, "p-o", "ant-o"
+		b, _ := json.Marshal(m)
+		ant, _ := anticipate.Sign(b)
+		if _, _, err := svc.Declare(ctx, ant, "test", all); err != nil {
+			t.Fatal(err)
+		}
+		for i, typ := range []string{"STEP_COMPLETE", "PLAN_COMPLETE"} {
+			if _, err := svc.AppendEvent(ctx, "p-o", event(i, typ, map[string]any{"agent_id": other}), Caller{May: all}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	declareFor()
+	both, err := svc.StartEvaluation(ctx, regrade.Request{Filter: regrade.Filter{PlanIDs: []string{"p-1", "p-o"}}, Criteria: heuristicCriteria(t, 0), GradingPolicy: composite}, "someone", Caller{May: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := func(a string) bool { return a == agent }
+	for token := ""; ; {
+		page, err := svc.EvaluationsOf(ctx, agent, 100, token, only)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page.Evaluations {
+			if v.EvaluationID == both.EvaluationID {
+				t.Fatal("a job of another agent's plans too was listed")
+			}
+		}
+		if token = page.NextToken; token == "" {
+			break
+		}
+	}
+	if page, _ := svc.EvaluationsOf(ctx, other, 0, "", all); len(page.Evaluations) != 1 || page.Evaluations[0].EvaluationID != both.EvaluationID {
+		t.Fatalf("the other agent's: %+v", page)
+	}
+	if _, err := svc.EvaluationsOf(ctx, agent, 0, "", func(string) bool { return false }); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("another tenant listing: %v", err)
+	}
+}

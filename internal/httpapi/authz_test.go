@@ -100,6 +100,7 @@ func authzCases() []authzCase {
 			body: static(mustJSON(map[string]any{"criterion_id": "hc-1", "score": 1, "rationale": "approved"})), scope: auth.GradesWrite, bound: true, ownID: "{vid}", unknownID: "vrf-unknown"},
 		{name: "export traces", pattern: "POST /v1/traces", method: "POST", path: "/v1/traces", body: static([]byte(`{"resourceSpans":[]}`)), scope: auth.EventsWrite},
 		{name: "start evaluation", pattern: "POST /v1/evaluations", method: "POST", path: "/v1/evaluations", body: static(evaluationBody()), scope: auth.GradesWrite, bound: true},
+		{name: "list evaluations", pattern: "GET /v1/agents/{agentId}/evaluations", method: "GET", path: "/v1/agents/agent-1/evaluations", scope: auth.Read, bound: true},
 		{name: "get evaluation", pattern: "GET /v1/evaluations/{evaluationId}", method: "GET", path: "/v1/evaluations/{eid}", scope: auth.Read, bound: true, ownID: "{eid}", unknownID: "evl-unknown"},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).

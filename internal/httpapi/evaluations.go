@@ -34,6 +34,20 @@ func (h *Handler) startEvaluationOp(ctx context.Context, req regrade.Request) (*
 	return h.Eval.Evaluation(ctx, rec.EvaluationID, 1, "", actsForCtx(ctx))
 }
 
+// listEvaluations is GET /v1/agents/{agentId}/evaluations?limit=&nextToken=.
+func (h *Handler) listEvaluations(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := h.Eval.EvaluationsOf(r.Context(), r.PathValue("agentId"), limit, r.URL.Query().Get("nextToken"), actsFor(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
 // getEvaluation is GET /v1/evaluations/{evaluationId}?limit=&nextToken=.
 func (h *Handler) getEvaluation(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryInt(r, "limit")

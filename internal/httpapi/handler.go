@@ -161,6 +161,7 @@ func (h *Handler) routes() []route {
 		// Re-grading stored executions (evaluations.go).
 		{Pattern: "POST /v1/evaluations", Scope: auth.GradesWrite, Eval: true, fn: h.startEvaluation},
 		{Pattern: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, Eval: true, fn: h.getEvaluation},
+		{Pattern: "GET /v1/agents/{agentId}/evaluations", Scope: auth.Read, Agent: true, Eval: true, fn: h.listEvaluations},
 		{Pattern: "POST /v1/traces", Scope: auth.EventsWrite, Eval: true, fn: h.traces},
 		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
 		{Pattern: "POST /mcp", fn: h.mcp},

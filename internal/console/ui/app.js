@@ -6,7 +6,7 @@ import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
 import { alertsPage } from './alerts.js';
 import { heartbeatsPage } from './heartbeats.js';
-import { evaluationsPage, evaluationPage } from './evaluations.js';
+import { evaluationsPage, evaluationPage, agentEvaluationsPage } from './evaluations.js';
 
 const main = document.getElementById('main');
 let timers = [];
@@ -36,6 +36,7 @@ const routes = [
   [/^\/anticipations$/, anticipationsPage],
   [/^\/anticipations\/([^/]+)$/, anticipationPage],
   [/^\/evaluations$/, evaluationsPage],
+  [/^\/agents\/([^/]+)\/evaluations$/, agentEvaluationsPage],
   [/^\/evaluations\/([^/]+)$/, evaluationPage],
   [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],
 ];
@@ -126,7 +127,8 @@ async function agentsPage(ctx) {
       h('p', { class: 'toolbar' },
         h('a', { href: '#/agents/' + enc(a.agentId) + '/expectations' }, 'Expectations'),
         h('a', { href: '#/agents/' + enc(a.agentId) + '/heartbeats' }, 'Heartbeats'),
-        h('a', { href: '#/agents/' + enc(a.agentId) + '/anticipations' }, 'Anticipations')));
+        h('a', { href: '#/agents/' + enc(a.agentId) + '/anticipations' }, 'Anticipations'),
+        h('a', { href: '#/agents/' + enc(a.agentId) + '/evaluations' }, 'Evaluations')));
   });
   ctx.render(h('h1', null, 'Agents'), open,
     agents.length ? h('div', { class: 'grid' }, cards) : h('p', { class: 'muted' }, 'No agent cards yet (PUT /v1/agents/{agentId}).'));

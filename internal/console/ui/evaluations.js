@@ -8,6 +8,22 @@ const example = JSON.stringify([
   { criterion_id: 'few-steps', description: 'at most five steps', measurement: 'DETERMINISTIC', assertion: 'step_count <= 5', weight: 1 },
 ], null, 2);
 
+// An agent's evaluations, newest first (GET /v1/agents/{id}/evaluations).
+export async function agentEvaluationsPage(ctx) {
+  const [agent] = ctx.params;
+  const out = await api('/v1/agents/' + enc(agent) + '/evaluations?limit=100');
+  const rows = out.evaluations.map(ev => ({ attrs: { 'data-id': ev.evaluationId, 'data-state': ev.state }, cells: [
+    h('a', { href: '#/evaluations/' + enc(ev.evaluationId) }, ev.evaluationId),
+    badge(ev.state, ev.state === 'done' ? 'satisfied' : ev.state === 'failed' ? 'lapsed' : 'open'),
+    ev.progress.done + ' of ' + ev.progress.total, pct(ev.summary.passRate), String(ev.summary.changedCount),
+    fmtTime(ev.createdAt), ev.startedBy] }));
+  ctx.render(h('h1', null, 'Evaluations of ', code(agent)),
+    h('p', { class: 'toolbar' }, h('a', { href: '#/agents' }, '← agents'), h('a', { href: '#/evaluations' }, 'Start one')),
+    rows.length ? table(['evaluation', 'state', 'progress', 'pass rate', 'changed', 'started', 'by'], rows, { id: 'agent-evaluations' })
+      : h('p', { class: 'muted' }, 'No evaluations of this agent\'s plans.'),
+    out.nextToken ? h('p', { class: 'muted' }, 'Showing the newest 100.') : null);
+}
+
 export async function evaluationsPage(ctx) {
   const id = h('input', { id: 'eval-id', placeholder: 'evl-…', 'aria-label': 'evaluation id' });
   const open = h('form', { class: 'toolbar', onsubmit: (ev) => { ev.preventDefault(); if (id.value) location.hash = '#/evaluations/' + enc(id.value.trim()); } },
@@ -105,11 +121,16 @@ export async function evaluationPage(ctx) {
     h('p', { class: 'toolbar' }, h('a', { href: '#/evaluations' }, '← evaluations')),
     note, head, h('h2', null, 'Results'), results, more);
   if (ev.state === 'running') {
-    // Until it is done: the head refreshes, and the results grow.
+    // Until it is done: the head refreshes, and the first page of results
+    // grows; once done, the results are read once more and left alone (so
+    // pages read with "More results" stay).
+    let running = true;
     ctx.every(2000, async () => {
+      if (!running) return;
       try {
         const now = await load();
-        if (now.state !== 'running' || shown.length < now.progress.done) {
+        running = now.state === 'running';
+        if (!running || (shown.length < now.progress.done && shown.length < 100)) {
           shown = []; next = '';
           await page();
         }
