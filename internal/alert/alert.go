@@ -47,7 +47,7 @@ const (
 )
 
 // RuleEvents are the event types a rule may name.
-var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DueSoon, DeliveryDead, VerificationFailed, VerificationCompleted}
+var RuleEvents = []EventType{Lapsed, Recovered, Acknowledged, DueSoon, DeliveryDead, VerificationFailed, VerificationCompleted, PassRateBelow}
 
 // Event is one notification's body (the webhook body, EventBridge's
 // Detail): what happened, when, and the record it happened to.
@@ -73,6 +73,15 @@ type EventData struct {
 	FailedCriteria []string `json:"failedCriteria,omitempty"`
 	// Verdict is a final VERIFY's verdict (verification.completed).
 	Verdict string `json:"verdict,omitempty"`
+	// PassRate is the share of the VERIFYs counted over Window that
+	// passed (of CriterionID's grades when set), Plans how many were
+	// counted, Threshold the rule's (evaluation.pass_rate_below and
+	// evaluation.pass_rate_recovered).
+	PassRate    *float64 `json:"passRate,omitempty"`
+	Plans       int      `json:"plans,omitempty"`
+	Threshold   float64  `json:"threshold,omitempty"`
+	Window      string   `json:"window,omitempty"`
+	CriterionID string   `json:"criterionId,omitempty"`
 	// ChannelID is the channel a channel.test was sent to.
 	ChannelID string `json:"channelId,omitempty"`
 	// HeldBack is how many events of the same rule a cooldown held back
@@ -112,6 +121,9 @@ type Occurrence struct {
 	About   Subject
 	Key     string
 	Verdict string
+	// Incident, when set, names the incident the occurrence belongs to
+	// (its PagerDuty dedup_key), where the expectation or VERIFY does not.
+	Incident string `json:",omitempty"`
 }
 
 // NotificationID is the id of the notification of occurrence key to

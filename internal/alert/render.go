@@ -49,6 +49,20 @@ func Summary(n *Notification) string {
 		return fmt.Sprintf("The lapse task of expectation %s (%s) on %s %s could not be delivered to agent %s: %s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, n.AgentID, n.Event.Data.Reason, held)
 	case VerificationFailed:
 		return fmt.Sprintf("VERIFY of plan %s failed for agent %s (anticipation %s); failed criteria: %s%s", n.Event.Data.PlanID, n.AgentID, n.Event.Data.AnticipationID, strings.Join(n.Event.Data.FailedCriteria, ", "), held)
+	case PassRateBelow, PassRateRecovered:
+		d := n.Event.Data
+		of := "VERIFYs"
+		if d.CriterionID != "" {
+			of = "grades of criterion " + d.CriterionID
+		}
+		rate := 0.0
+		if d.PassRate != nil {
+			rate = *d.PassRate
+		}
+		if n.Event.Type == PassRateBelow {
+			return fmt.Sprintf("Pass rate of agent %s's %s fell to %.1f%% over %s (%d plans), under %.1f%%%s", n.AgentID, of, rate*100, d.Window, d.Plans, d.Threshold*100, held)
+		}
+		return fmt.Sprintf("Pass rate of agent %s's %s is back to %.1f%% over %s (%d plans), at or over %.1f%%%s", n.AgentID, of, rate*100, d.Window, d.Plans, d.Threshold*100, held)
 	case ChannelTest:
 		return fmt.Sprintf("clockwork test notification for channel %s", n.ChannelID)
 	}
@@ -72,6 +86,13 @@ func Details(n *Notification) []string {
 	}
 	if n.Event.Data.PlanID != "" {
 		out = append(out, "Agent: "+n.AgentID, "Plan: "+n.Event.Data.PlanID, "Anticipation: "+n.Event.Data.AnticipationID)
+	}
+	if d := n.Event.Data; d.PassRate != nil {
+		out = append(out, "Agent: "+n.AgentID, fmt.Sprintf("Pass rate: %.1f%% of %d plans over %s", *d.PassRate*100, d.Plans, d.Window),
+			fmt.Sprintf("Threshold: %.1f%%", d.Threshold*100))
+		if d.CriterionID != "" {
+			out = append(out, "Criterion: "+d.CriterionID)
+		}
 	}
 	return out
 }
@@ -124,7 +145,7 @@ func PagerDutyBody(n *Notification, routingKey, link string) ([]byte, error) {
 	action := "trigger"
 	severity := "error"
 	switch n.Event.Type {
-	case Recovered:
+	case Recovered, PassRateRecovered:
 		action = "resolve"
 	case Acknowledged:
 		action = "acknowledge"

@@ -42,6 +42,14 @@ type Rule struct {
 	// did a fact satisfy it) after each step's After (with
 	// expectation.lapsed).
 	Escalate []EscalationStep `json:"escalate,omitempty"`
+	// Threshold, Window, MinPlans and CriterionID make a pass-rate rule
+	// (with evaluation.pass_rate_below, passrate.go): alert when, over
+	// Window (ISO 8601), fewer than Threshold of at least MinPlans
+	// completed VERIFYs passed (of CriterionID's grades, when set).
+	Threshold   *float64 `json:"threshold,omitempty"`
+	Window      string   `json:"window,omitempty"`
+	MinPlans    int      `json:"minPlans,omitempty"`
+	CriterionID string   `json:"criterionId,omitempty"`
 }
 
 // Repeat is a rule's repeat: every Every after the last notification was
@@ -140,6 +148,7 @@ func ParseRules(agent string, body []byte, usable func(channelID string) bool) (
 			}
 		}
 		checkFollowUps(&c, p, r, usable)
+		checkPassRate(&c, p, r)
 	}
 	if len(c.List) > 0 {
 		return Rules{}, c.Err("the rules are not valid")
@@ -263,7 +272,8 @@ func (r Rule) ID() string {
 // Matches reports whether r sends occ.
 func (r Rule) Matches(occ Occurrence) bool {
 	on := slices.Contains(r.On, occ.Event.Type) ||
-		occ.Event.Type == Acknowledged && slices.Contains(r.On, Lapsed) // where the lapse went
+		occ.Event.Type == Acknowledged && slices.Contains(r.On, Lapsed) || // where the lapse went
+		occ.Event.Type == PassRateRecovered && slices.Contains(r.On, PassRateBelow)
 	if !on {
 		return false
 	}

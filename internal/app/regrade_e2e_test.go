@@ -273,6 +273,12 @@ func samePromptless(a, b []anticipate.Result) bool {
 // STEP_COMPLETE and OUTCOME spans and the plan's root span.
 func runPlans(t *testing.T, e *testEnv, agent string, n int, plan func(i int) (string, []byte)) {
 	t.Helper()
+	exportPlans(t, e, agent, n, plan, regradeShape)
+}
+
+// exportPlans is runPlans with the shape of each plan given.
+func exportPlans(t *testing.T, e *testEnv, agent string, n int, plan func(i int) (string, []byte), shape func(i int) (steps int, tools []string)) {
+	t.Helper()
 	post := func(path, contentType string, b []byte, want int) error {
 		req, _ := http.NewRequest("POST", e.srv.URL+path, bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -328,7 +334,7 @@ func runPlans(t *testing.T, e *testEnv, agent string, n int, plan func(i int) (s
 					"startTimeUnixNano": nano(time.Duration(k) * time.Millisecond), "endTimeUnixNano": nano(time.Duration(k)*time.Millisecond + 500*time.Microsecond),
 					"attributes": append([]map[string]any{str("aigp.plan_id", id), str("gen_ai.agent.id", agent)}, attrs...)})
 			}
-			steps, tools := regradeShape(i)
+			steps, tools := shape(i)
 			k := 1
 			for s := 0; s < steps; s++ {
 				tool := "iam_create_user"

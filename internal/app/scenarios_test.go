@@ -21,6 +21,7 @@ var scenarios = []struct {
 	{"JudgeOutage", scenarioJudgeOutage},
 	{"Regrading", scenarioRegrading},
 	{"ScoresOut", scenarioScoresOut},
+	{"PassRateAlert", scenarioPassRateAlert},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/agentclock/clockwork/internal/alert"
@@ -148,6 +149,12 @@ func (s *Service) emit(ctx context.Context, occs []alert.Occurrence) error {
 	}
 	for _, occ := range occs {
 		for _, r := range rules.Rules {
+			if occ.Event.Type == alert.VerificationCompleted && slices.Contains(r.On, alert.PassRateBelow) {
+				if err := s.passRate(ctx, agent, rules.ByOperator, r, occ); err != nil {
+					return err
+				}
+				continue
+			}
 			if !r.Matches(occ) {
 				continue
 			}
@@ -173,7 +180,10 @@ func (s *Service) create(ctx context.Context, agent string, byOperator bool, r a
 	now := s.opt.Now()
 	ruleID := r.ID()
 	dedup := alert.DedupKey(agent, "E#"+occ.About.ExpectationID)
-	if occ.About.ExpectationID == "" {
+	switch {
+	case occ.Incident != "":
+		dedup = alert.DedupKey(agent, occ.Incident)
+	case occ.About.ExpectationID == "":
 		dedup = alert.DedupKey(agent, "V#"+occ.Key)
 	}
 	return store.Update(ctx, s.store, func(tx *store.Tx) error {
