@@ -3,6 +3,7 @@ package alert
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/expect"
@@ -64,6 +65,7 @@ func FromVerification(old anticipate.Verdict, v *anticipate.Verification, raw js
 	if v == nil || !v.Verdict.Final() || old.Final() {
 		return nil
 	}
+	raw = trimmed(v, raw)
 	var failed []string
 	for _, r := range v.Results {
 		if r.Status == anticipate.StatusFail || r.Status == anticipate.StatusErrored {
@@ -92,6 +94,46 @@ func FromVerification(old anticipate.Verdict, v *anticipate.Verification, raw js
 		Key:     string(VerificationFailed) + "\x00" + v.AgentID + "\x00" + v.VerificationID,
 		Verdict: string(v.Verdict),
 	}}
+}
+
+// MaxNotifiedVerification bounds the VERIFY a notification carries: its
+// item holds the VERIFY and more, within the store's 400 KB. A larger one
+// is carried with each result's evidence and rationale cut to
+// maxNotifiedText bytes (its signatures then no longer check; GET
+// /v1/verifications/{id} has it whole).
+const (
+	MaxNotifiedVerification = 256 << 10
+	maxNotifiedText         = 256
+)
+
+// trimmed returns raw, or v cut down when raw is over
+// MaxNotifiedVerification.
+func trimmed(v *anticipate.Verification, raw json.RawMessage) json.RawMessage {
+	if len(raw) <= MaxNotifiedVerification {
+		return raw
+	}
+	cut := *v
+	cut.Results = make([]anticipate.Result, len(v.Results))
+	for i, r := range v.Results {
+		r.Evidence, r.Rationale = clip(r.Evidence), clip(r.Rationale)
+		cut.Results[i] = r
+	}
+	b, err := json.Marshal(cut)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+func clip(s string) string {
+	if len(s) <= maxNotifiedText {
+		return s
+	}
+	i := maxNotifiedText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 func appendUnique(xs []string, x string) []string {

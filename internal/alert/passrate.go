@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"strconv"
@@ -80,6 +81,17 @@ func validText(s string) bool {
 		}
 	}
 	return true
+}
+
+// PassRateID names a pass-rate rule's state by what decides the rate
+// (threshold, window, minPlans, criterionId), not by its channels: a rule
+// whose channels are edited keeps its state (and its incident).
+func (r Rule) PassRateID() string {
+	threshold := 0.0
+	if r.Threshold != nil {
+		threshold = *r.Threshold
+	}
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprintf("%v\x00%s\x00%d\x00%s", threshold, r.Window, r.MinPlans, r.CriterionID))))[:16]
 }
 
 // WindowOf returns the rule's window (zero when it has none).
@@ -163,7 +175,9 @@ func (w *PassRateWindow) Count(r Rule, agent, ruleID string, at, now time.Time, 
 	switch {
 	case !w.Firing && n >= minPlans && rate < threshold:
 		w.Firing, w.Incident, typ = true, now.UTC().Format(time.RFC3339Nano), PassRateBelow
-	case w.Firing && n > 0 && rate >= threshold:
+	case w.Firing && n >= minPlans && rate >= threshold:
+		// Back with as many plans as it takes to fire: one passing plan
+		// after the failures left the window proves nothing.
 		w.Firing, typ = false, PassRateRecovered
 	default:
 		return nil

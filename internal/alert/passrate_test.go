@@ -2,6 +2,8 @@ package alert
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +104,56 @@ func TestPassRateRules(t *testing.T) {
 	}
 	if _, err := ParseRules("a", []byte(`{"rules":[{"on":["evaluation.pass_rate_below"],"channels":["c"],"threshold":0.9,"window":"PT1H","criterionId":"oc-1"}]}`), usable); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPassRateRecoversOnlyWithEnoughPlans: after the failures left the
+// window, one passing plan does not resolve the incident; minPlans do.
+func TestPassRateRecoversOnlyWithEnoughPlans(t *testing.T) {
+	threshold := 0.9
+	r := Rule{On: []EventType{PassRateBelow}, Threshold: &threshold, Window: "PT1H", MinPlans: 5}
+	var w PassRateWindow
+	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		w.Count(r, "a", "r", t0.Add(time.Duration(i)*time.Second), t0.Add(time.Duration(i)*time.Second), false)
+	}
+	later := t0.Add(2 * time.Hour)
+	for i := range 4 {
+		if occ := w.Count(r, "a", "r", later, later, true); occ != nil && occ.Event.Type == PassRateRecovered {
+			t.Fatalf("recovered on %d passing plans", i+1)
+		}
+	}
+	if occ := w.Count(r, "a", "r", later, later, true); occ == nil || occ.Event.Type != PassRateRecovered {
+		t.Fatalf("not recovered on 5 of 5: %+v", occ)
+	}
+	// Editing the rule's channels keeps its state; its threshold does not.
+	r2 := r
+	r2.Channels = []string{"another"}
+	if r.PassRateID() != r2.PassRateID() {
+		t.Error("a channel edit changes the rule's state")
+	}
+	t2 := 0.8
+	r2.Threshold = &t2
+	if r.PassRateID() == r2.PassRateID() {
+		t.Error("a threshold edit keeps the rule's state")
+	}
+}
+
+// TestFromVerificationTrimsALargeVERIFY: a VERIFY too large for a
+// notification's item is carried with its evidence and rationales cut.
+func TestFromVerificationTrimsALargeVERIFY(t *testing.T) {
+	v := &anticipate.Verification{VerificationID: "v1", AgentID: "a", PlanID: "p", Verdict: anticipate.VerdictPass}
+	for i := range 200 {
+		v.Results = append(v.Results, anticipate.Result{CriterionID: fmt.Sprintf("c%d", i), Status: anticipate.StatusPass,
+			Evidence: strings.Repeat("e", 2000), Rationale: strings.Repeat("é", 1000)})
+	}
+	raw, _ := json.Marshal(v)
+	occ := FromVerification("", v, raw)
+	if len(occ) != 1 || len(occ[0].Event.Data.Verification) > MaxNotifiedVerification {
+		t.Fatalf("%d bytes carried", len(occ[0].Event.Data.Verification))
+	}
+	var got anticipate.Verification
+	if err := json.Unmarshal(occ[0].Event.Data.Verification, &got); err != nil || len(got.Results) != 200 || !strings.HasSuffix(got.Results[0].Rationale, "…") {
+		t.Fatalf("%v %+v", err, got.Results[0])
 	}
 }

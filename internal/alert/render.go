@@ -47,6 +47,8 @@ func Summary(n *Notification) string {
 		return fmt.Sprintf("Expectation %s (%s) on %s %s recovered: a fact satisfied it after it lapsed (%s)%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, a.Lapse, held)
 	case DeliveryDead:
 		return fmt.Sprintf("The lapse task of expectation %s (%s) on %s %s could not be delivered to agent %s: %s%s", a.ExpectationID, a.Kind, a.SubjectType, a.SubjectID, n.AgentID, n.Event.Data.Reason, held)
+	case VerificationCompleted:
+		return fmt.Sprintf("VERIFY of plan %s for agent %s (anticipation %s): %s%s", n.Event.Data.PlanID, n.AgentID, n.Event.Data.AnticipationID, n.Event.Data.Verdict, held)
 	case VerificationFailed:
 		return fmt.Sprintf("VERIFY of plan %s failed for agent %s (anticipation %s); failed criteria: %s%s", n.Event.Data.PlanID, n.AgentID, n.Event.Data.AnticipationID, strings.Join(n.Event.Data.FailedCriteria, ", "), held)
 	case PassRateBelow, PassRateRecovered:

@@ -46,11 +46,11 @@ func scenarioPassRateAlert(t *testing.T) {
 			return false
 		}
 	}
-	got := hook.waitFor("evaluation.pass_rate_below", events("evaluation.pass_rate_below"))
+	hook.waitFor("evaluation.pass_rate_below", events("evaluation.pass_rate_below"))
 	exportPlans(t, e, agent, 45, func(i int) (string, []byte) {
 		return fmt.Sprintf("pr-good-%d", i), variant(t, fmt.Sprintf("ant-pr-good-%d", i), fmt.Sprintf("pr-good-%d", i), rubric)
 	}, creating)
-	got = hook.waitFor("evaluation.pass_rate_recovered", events("evaluation.pass_rate_recovered"))
+	got := hook.waitFor("evaluation.pass_rate_recovered", events("evaluation.pass_rate_recovered"))
 	below, recovered := 0, 0
 	for _, m := range got {
 		d, _ := m["data"].(map[string]any)

@@ -101,6 +101,12 @@ func scenarioScoresOut(t *testing.T) {
 		"headers": map[string]string{"Content-Type": "text/plain"}})), "headers.Content-Type")
 	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agent+"/alerts", map[string]any{"rules": []any{
 		map[string]any{"on": []string{"expectation.lapsed", "verification.completed"}, "channels": []string{"team-scores"}}}})), "rules[0].channels[0]")
+	// Scores never become incidents, nor are held back.
+	e.must(201, e.call("PUT", "/v1/channels/team-pd", map[string]any{"type": "pagerduty", "routingKey": "R0UT1NGKEY", "url": rc.srv.URL + "/v2/enqueue"}))
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agent+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"verification.completed"}, "channels": []string{"team-pd"}}}})), "rules[0].channels[0]")
+	hasErrorPath(t, e.must(400, e.call("PUT", "/v1/agents/"+agent+"/alerts", map[string]any{"rules": []any{
+		map[string]any{"on": []string{"verification.completed"}, "channels": []string{"team-scores"}, "cooldown": "PT1M"}}})), "rules[0].cooldown")
 	e.must(200, e.call("PUT", "/v1/agents/"+agent+"/alerts", map[string]any{"rules": []any{
 		map[string]any{"on": []string{"verification.completed"}, "channels": []string{"team-scores"}}}}))
 	// The channel test is an event the receiver takes too; its header

@@ -38,7 +38,7 @@ func (s *Service) passRate(ctx context.Context, agent string, byOperator bool, r
 		return nil // not a VERIFY this rule can read: nothing to count
 	}
 	counted, passed := alert.PassRateOf(r, &v)
-	ruleID := r.ID()
+	ruleID := r.PassRateID()
 	now := s.opt.Now()
 	at, err := time.Parse(time.RFC3339Nano, v.Timestamp)
 	if err != nil {

@@ -62,10 +62,24 @@ func (s *Service) PutRules(ctx context.Context, agents []string, agent string, b
 			if byID[id].Type != alert.OTLP {
 				continue
 			}
+			if r.Cooldown != "" {
+				return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].cooldown", i),
+					Message: "does not go with an otlp channel: a cooldown would hold scores back, which then never reach it"}})
+			}
 			for _, ev := range r.On {
 				if ev != alert.VerificationCompleted && ev != alert.VerificationFailed {
 					return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].channels[%d]", i, j),
 						Message: fmt.Sprintf("is an otlp channel, which carries VERIFYs' scores (verification.completed, verification.failed), not %s: name it in a rule of its own", ev)}})
+				}
+			}
+		}
+		// Every plan's completion is no incident either: nothing would
+		// resolve the PagerDuty incident of a PASS.
+		if slices.Contains(r.On, alert.VerificationCompleted) {
+			for j, id := range r.Channels {
+				if byID[id].Type == alert.PagerDuty {
+					return alert.Rules{}, errs.Fields("the rules are not valid", []errs.FieldError{{Path: fmt.Sprintf("rules[%d].channels[%d]", i, j),
+						Message: "is a pagerduty channel: verification.completed (every plan's scores) is not an incident; page on verification.failed or evaluation.pass_rate_below"}})
 				}
 			}
 		}
