@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"net/url"
-	"strconv"
 )
 
 // EvaluationRequest is the body of POST /v1/evaluations: re-grade stored
@@ -114,15 +112,8 @@ func (c *Client) StartEvaluation(ctx context.Context, req EvaluationRequest) (*E
 // server's default of 100). Errors (*Error): 404 (also for a job of agents
 // the token may not act for), 400 naming limit or nextToken, 401, 403.
 func (c *Client) Evaluation(ctx context.Context, id string, limit int, nextToken string) (*Evaluation, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	if nextToken != "" {
-		q.Set("nextToken", nextToken)
-	}
 	var out Evaluation
-	if err := c.do(ctx, call{method: "GET", path: "/v1/evaluations/" + seg(id), query: q.Encode(), out: &out}); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: "/v1/evaluations/" + seg(id), query: pageQuery(limit, nextToken), out: &out}); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -138,15 +129,8 @@ type EvaluationsPage struct {
 // newest first, without their results (limit 0: the server's default of
 // 20). Errors (*Error): 400 naming limit or nextToken, 401, 403.
 func (c *Client) ListEvaluations(ctx context.Context, agentID string, limit int, nextToken string) (*EvaluationsPage, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	if nextToken != "" {
-		q.Set("nextToken", nextToken)
-	}
 	var out EvaluationsPage
-	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluations", query: q.Encode(), out: &out}); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluations", query: pageQuery(limit, nextToken), out: &out}); err != nil {
 		return nil, err
 	}
 	return &out, nil

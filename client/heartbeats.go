@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"net/url"
-	"strconv"
 )
 
 // HeartbeatSpec declares a recurring check (PUT
@@ -80,15 +78,8 @@ func (c *Client) Heartbeat(ctx context.Context, agentID, name string) (*Heartbea
 // server's default). Errors (*Error): 400 naming limit or nextToken, 401,
 // 403.
 func (c *Client) ListHeartbeats(ctx context.Context, agentID string, limit int, nextToken string) (*HeartbeatsPage, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	if nextToken != "" {
-		q.Set("nextToken", nextToken)
-	}
 	var out HeartbeatsPage
-	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/heartbeats", query: q.Encode(), out: &out}); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/heartbeats", query: pageQuery(limit, nextToken), out: &out}); err != nil {
 		return nil, err
 	}
 	return &out, nil

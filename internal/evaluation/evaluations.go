@@ -386,7 +386,7 @@ func (s *Service) Evaluation(ctx context.Context, id string, limit int, nextToke
 			return nil, wrap(err)
 		}
 	}
-	view := rec.view()
+	view := rec.View()
 	v := &view
 	v.NextToken = p.Next
 	for _, it := range p.Items {
@@ -477,13 +477,13 @@ func (s *Service) EvaluationsOf(ctx context.Context, agentID string, limit int, 
 		if rec == nil || slices.ContainsFunc(rec.Agents, func(a string) bool { return !may(a) }) {
 			continue // not stored (a mark of a job that failed to start), or not the caller's to read
 		}
-		out.Evaluations = append(out.Evaluations, rec.view())
+		out.Evaluations = append(out.Evaluations, rec.View())
 	}
 	return out, nil
 }
 
-// view is the record as the API shows it, without results.
-func (rec *EvaluationRecord) view() EvaluationView {
+// View is the record as the API shows it, without results.
+func (rec *EvaluationRecord) View() EvaluationView {
 	return EvaluationView{EvaluationID: rec.EvaluationID, State: rec.State, Progress: EvaluationProgress{Done: rec.Done, Total: rec.Total},
 		Filter: rec.Filter, Results: []regrade.Result{}, Summary: rec.Tally.Summary(), JudgeCalls: rec.JudgeCalls,
 		CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Error: rec.Error, StartedBy: rec.Owner}

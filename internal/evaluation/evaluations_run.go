@@ -495,10 +495,7 @@ func NewEvaluationWorker(svc *Service, log *slog.Logger) *EvaluationWorker {
 
 // EnqueueEvaluation wakes the worker; the job is already stored.
 func (w *EvaluationWorker) EnqueueEvaluation(context.Context, string) error {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	wake(w.wake)
 	return nil
 }
 
@@ -516,13 +513,7 @@ func (w *EvaluationWorker) Run(ctx context.Context) {
 		if err != nil {
 			wait = min(wait, failedJobWait)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-w.wake:
-		case <-t.C:
-		}
-		t.Stop()
+		sleepUnlessWoken(ctx, w.wake, wait)
 	}
 }
 

@@ -29,10 +29,7 @@ func NewGradingWorker(svc *Service, log *slog.Logger) *GradingWorker {
 
 // Enqueue wakes the worker; the jobs are already in the grading index.
 func (w *GradingWorker) Enqueue(_ context.Context, _ []GradeJob) error {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	wake(w.wake)
 	return nil
 }
 
@@ -52,13 +49,28 @@ func (w *GradingWorker) Run(ctx context.Context) {
 				wait = min(wait, max(next.Sub(w.svc.now()), 10*time.Millisecond))
 			}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-w.wake:
-		case <-t.C:
-		}
-		t.Stop()
+		sleepUnlessWoken(ctx, w.wake, wait)
+	}
+}
+
+// sleepUnlessWoken waits d, or until wake is signalled or ctx ends: the
+// idle wait of the embedded workers, which Enqueue cuts short (wake).
+func sleepUnlessWoken(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// wake signals a worker's wake channel without blocking (a signal pending
+// already is enough).
+func wake(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -31,7 +31,9 @@ func (h *Handler) startEvaluationOp(ctx context.Context, req regrade.Request) (*
 	if err != nil {
 		return nil, err
 	}
-	return h.Eval.Evaluation(ctx, rec.EvaluationID, 1, "", actsForCtx(ctx))
+	// The job as stored: a new one has no results to read back.
+	v := rec.View()
+	return &v, nil
 }
 
 // listEvaluations is GET /v1/agents/{agentId}/evaluations?limit=&nextToken=.

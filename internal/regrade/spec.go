@@ -14,8 +14,10 @@ package regrade
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,7 +149,7 @@ func Parse(req Request) (Spec, error) {
 		a, err := anticipate.Validate(raw)
 		if err != nil {
 			var e *errs.Error
-			if !asErr(err, &e) {
+			if !errors.As(err, &e) {
 				return Spec{}, err
 			}
 			for _, fe := range e.Fields {
@@ -256,12 +258,8 @@ func requestPath(p string, where map[key]string) string {
 			if !strings.HasPrefix(rest, f+"[") {
 				continue
 			}
-			var i int
-			var tail string
-			if n, _ := fmt.Sscanf(rest[len(f):], "[%d]", &i); n == 1 {
-				if j := strings.IndexByte(rest, ']'); j >= 0 {
-					tail = rest[j+1:]
-				}
+			idx, tail, ok := strings.Cut(rest[len(f)+1:], "]")
+			if i, err := strconv.Atoi(idx); ok && err == nil {
 				if w, ok := where[key{cat, i}]; ok {
 					return w + tail
 				}
@@ -271,14 +269,6 @@ func requestPath(p string, where map[key]string) string {
 		return "criteria"
 	}
 	return p
-}
-
-func asErr(err error, target **errs.Error) bool {
-	e, ok := err.(*errs.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 func validID(s string) bool {
