@@ -177,21 +177,30 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 	}
 	// First the marks by agent (an erasure finds the job by them; a mark
 	// whose job was never stored only names an id), then the job.
-	var marks []store.Write
+	// Through store.Update, which tries a commit refused for a concurrent
+	// transaction again (DynamoDB's TransactionConflict): the marks are
+	// written blind (the same on every attempt), the job once (an attempt
+	// whose answer was lost stored it).
+	var marks []store.Item
 	for _, a := range rec.Agents {
 		data, _ := json.Marshal(evaluationMark{EvaluationID: rec.EvaluationID})
 		it, err := expiring(store.Item{Key: evaluationMarkKey(a, now, rec.EvaluationID), Type: TypeEvaluationOf, Data: data}, nil)(rec.ExpiresAt)
 		if err != nil {
 			return nil, wrap(err)
 		}
-		marks = append(marks, store.PutIfAbsent(it))
+		marks = append(marks, it)
 	}
 	for len(marks) > 0 {
-		n := min(len(marks), store.MaxCommitWrites)
-		if err := s.store.Commit(ctx, marks[:n]); err != nil {
+		batch := marks[:min(len(marks), store.MaxCommitWrites)]
+		if err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+			for _, it := range batch {
+				tx.PutUnconditional(it)
+			}
+			return nil
+		}); err != nil {
 			return nil, wrap(err)
 		}
-		marks = marks[n:]
+		marks = marks[len(batch):]
 	}
 	writes := []store.Write{store.PutIfAbsent(item), store.PutIfAbsent(reqItem)}
 	for i := 0; i*evaluationChunk < len(plans); i++ {
@@ -202,7 +211,15 @@ func (s *Service) StartEvaluation(ctx context.Context, req regrade.Request, prin
 		}
 		writes = append(writes, store.PutIfAbsent(it))
 	}
-	if err := s.store.Commit(ctx, writes); err != nil {
+	if err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		if _, stored, err := tx.Get(ctx, item.Key); err != nil || stored {
+			return err
+		}
+		for _, w := range writes {
+			tx.Put(*w.Put)
+		}
+		return nil
+	}); err != nil {
 		return nil, wrap(err)
 	}
 	if rec.State == EvaluationRunning && s.evaluator != nil {
