@@ -100,6 +100,19 @@ type Criterion struct {
 	Measurement Measurement `json:"measurement"`  // DETERMINISTIC, HEURISTIC or HUMAN
 	Assertion   string      `json:"assertion"`    // an assertion (DETERMINISTIC) or prose for a grader
 	Weight      float64     `json:"weight"`       // relative importance in [0, 1]
+	// Queue (an extension field) names the review queue whose reviewers
+	// grade a HUMAN criterion, or that receives a sample of a HEURISTIC
+	// criterion's model grades to calibrate the judge (Calibrate).
+	Queue string `json:"queue,omitempty"`
+	// Calibrate (an extension field, HEURISTIC with a Queue) sends a share
+	// of the model judge's grades of this criterion to human review.
+	Calibrate *Calibrate `json:"calibrate,omitempty"`
+}
+
+// Calibrate says which share of a HEURISTIC criterion's model grades is
+// also reviewed by people, to measure how the judge agrees with them.
+type Calibrate struct {
+	Sample float64 `json:"sample"` // in (0, 1]
 }
 
 // Expectations holds the three categories of criteria (RFC-032 3.3). A

@@ -246,11 +246,31 @@ func decodeCriterion(c *errs.Collector, path string, raw json.RawMessage) (Crite
 	if !ok {
 		return cr, false
 	}
-	o.onlyBecause(refusedInside, "criterion_id", "description", "measurement", "assertion", "weight")
+	o.onlyBecause(refusedInside, "criterion_id", "description", "measurement", "assertion", "weight", "queue", "calibrate")
 	cr.CriterionID = o.id("criterion_id", true)
 	cr.Description = o.str("description", true, MaxDescriptionLen)
 	cr.Measurement = Measurement(o.enum("measurement", string(Deterministic), string(Heuristic), string(Human)))
 	cr.Assertion = o.str("assertion", true, MaxAssertionLen)
 	cr.Weight, _ = o.unit("weight")
+	cr.Queue = o.id("queue", false)
+	if cal, ok := decodeObject(c, o.at("calibrate"), o.get("calibrate"), false); ok {
+		cal.onlyBecause(refusedInside, "sample")
+		if f, ok := cal.unit("sample"); ok {
+			if f == 0 {
+				c.Add(cal.at("sample"), "must be more than 0 (leave calibrate out to review none)")
+			}
+			cr.Calibrate = &Calibrate{Sample: f}
+		}
+	}
+	switch {
+	case cr.Queue != "" && cr.Measurement == Deterministic:
+		c.Add(o.at("queue"), "is for HUMAN criteria (reviewed in the queue) and HEURISTIC ones with calibrate; a DETERMINISTIC criterion is graded by its assertion")
+	case cr.Queue != "" && cr.Measurement == Heuristic && cr.Calibrate == nil:
+		c.Add(o.at("queue"), "on a HEURISTIC criterion needs calibrate (the share of the model's grades people review); a HEURISTIC criterion's grade is the judge's")
+	case cr.Calibrate != nil && cr.Measurement != Heuristic && cr.Measurement != "":
+		c.Add(o.at("calibrate"), "is for HEURISTIC criteria, which a model judge grades; a %s criterion is not graded by the judge", cr.Measurement)
+	case cr.Calibrate != nil && cr.Queue == "":
+		c.Add(o.at("calibrate"), "needs queue: the review queue its sample is sent to")
+	}
 	return cr, true
 }

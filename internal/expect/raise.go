@@ -28,10 +28,10 @@ type RaiseRequest struct {
 	ContextID    string        `json:"contextId"`
 	Skill        string        `json:"skill,omitempty"`
 	Expectations []Expectation `json:"expectations"`
-	// Heartbeat is set by the watcher when it raises a heartbeat's period:
-	// only those may have ids starting with HeartbeatIDPrefix. Clients
-	// cannot set it.
-	Heartbeat bool `json:"-"`
+	// Internal is set by the watcher when it raises a heartbeat's period
+	// or a review item's due time: only those may use the reserved ids
+	// (IsReservedID). Clients cannot set it.
+	Internal bool `json:"-"`
 }
 
 // HeartbeatIDPrefix starts the expectation ids, fact keys and origin task
@@ -45,6 +45,35 @@ const HeartbeatIDPrefix = "hb:"
 func IsHeartbeatID(id string) bool { return strings.HasPrefix(id, HeartbeatIDPrefix) }
 
 const heartbeatOnly = "starts with %q, reserved for heartbeats' periods (PUT /v1/agents/{agentId}/heartbeats/{name}; ping, pause or delete the heartbeat instead)"
+
+// ReviewIDPrefix starts the expectation ids, fact keys and origin task ids
+// of review items' due times (kind ReviewDueKind), which only the review
+// queues raise and satisfy: an agent closing one itself would hide a late
+// review.
+const ReviewIDPrefix = "review:"
+
+// ReviewDueKind is the kind of a review item's due time.
+const ReviewDueKind = "review-due"
+
+const reviewOnly = "starts with %q, reserved for review items' due times (kind review-due), which the review queues keep"
+
+// IsReservedID reports whether id is reserved for the watcher's own
+// expectations: heartbeats' periods and review items' due times.
+func IsReservedID(id string) bool { return IsHeartbeatID(id) || strings.HasPrefix(id, ReviewIDPrefix) }
+
+// reservedUse adds to c why path may not hold id, and reports whether it
+// is reserved.
+func reservedUse(c *errs.Collector, path, id string) bool {
+	switch {
+	case IsHeartbeatID(id):
+		c.Add(path, heartbeatOnly, HeartbeatIDPrefix)
+	case strings.HasPrefix(id, ReviewIDPrefix):
+		c.Add(path, reviewOnly, ReviewIDPrefix)
+	default:
+		return false
+	}
+	return true
+}
 
 // References returns every expectation id the raise reads: its own ids (to
 // detect retries and reuse) and the anchors, after ids and superseded ids
@@ -168,8 +197,8 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 	var c errs.Collector
 	var res RaiseResult
 	checkID(&c, "taskId", req.TaskID)
-	if IsHeartbeatID(req.TaskID) && !req.Heartbeat {
-		c.Add("taskId", heartbeatOnly, HeartbeatIDPrefix)
+	if !req.Internal {
+		reservedUse(&c, "taskId", req.TaskID)
 	}
 	checkID(&c, "contextId", req.ContextID)
 	if req.Skill != "" {
@@ -201,23 +230,17 @@ func Raise(card Card, req RaiseRequest, existing map[string]*Record, remembered 
 	for i, e := range req.Expectations {
 		p := fmt.Sprintf("expectations[%d]", i)
 		checkID(&c, p+".expectationId", e.ExpectationID)
-		if !req.Heartbeat {
+		if !req.Internal {
 			reserved := false
-			for path, id := range map[string]string{".expectationId": e.ExpectationID, ".supersedes": e.Supersedes, ".satisfiedBy.factKey": e.SatisfiedBy.FactKey} {
-				if IsHeartbeatID(id) {
-					c.Add(p+path, heartbeatOnly, HeartbeatIDPrefix)
-					reserved = true
-				}
+			for _, path := range []string{".expectationId", ".supersedes", ".satisfiedBy.factKey"} {
+				id := map[string]string{".expectationId": e.ExpectationID, ".supersedes": e.Supersedes, ".satisfiedBy.factKey": e.SatisfiedBy.FactKey}[path]
+				reserved = reservedUse(&c, p+path, id) || reserved
 			}
-			if e.RefutedBy != nil && IsHeartbeatID(e.RefutedBy.FactKey) {
-				c.Add(p+".refutedBy.factKey", heartbeatOnly, HeartbeatIDPrefix)
-				reserved = true
+			if e.RefutedBy != nil {
+				reserved = reservedUse(&c, p+".refutedBy.factKey", e.RefutedBy.FactKey) || reserved
 			}
 			for j, id := range e.After {
-				if IsHeartbeatID(id) {
-					c.Add(fmt.Sprintf("%s.after[%d]", p, j), heartbeatOnly, HeartbeatIDPrefix)
-					reserved = true
-				}
+				reserved = reservedUse(&c, fmt.Sprintf("%s.after[%d]", p, j), id) || reserved
 			}
 			if reserved {
 				continue // named, and never compared with a period (which would tell it exists)
@@ -423,10 +446,22 @@ func (res *RaiseResult) replace(r *Record, inBatch bool) {
 // ValidateFact checks a reported fact. Source is ignored (the watcher sets
 // it); the path prefix names the fact in the request.
 func ValidateFact(c *errs.Collector, path string, f Fact, now time.Time, cfg Config) {
+	validateFact(c, path, f, now, cfg, false)
+}
+
+// ValidateInternalFact is ValidateFact for a fact the watcher reports
+// itself (a review item's last review), which may use a review key.
+func ValidateInternalFact(c *errs.Collector, path string, f Fact, now time.Time, cfg Config) {
+	validateFact(c, path, f, now, cfg, true)
+}
+
+func validateFact(c *errs.Collector, path string, f Fact, now time.Time, cfg Config, reservedOK bool) {
 	if f.FactKey == "" {
 		c.Add(path+".factKey", "is required")
 	} else if IsHeartbeatID(f.FactKey) {
 		c.Add(path+".factKey", heartbeatOnly+"; a heartbeat's fact is its ping", HeartbeatIDPrefix)
+	} else if IsReservedID(f.FactKey) && !reservedOK {
+		c.Add(path+".factKey", reviewOnly+"; an item's fact is its last review", ReviewIDPrefix)
 	} else if len(f.FactKey) > MaxTextLen {
 		c.Add(path+".factKey", "is longer than %d bytes", MaxTextLen)
 	}

@@ -310,7 +310,7 @@ func (hb *Heartbeat) TaskID() string { return IDPrefix + hb.Name }
 // RaiseRequest wraps the expectations of a heartbeat change as a raise of
 // its agent (the kind's first skill, when the kind is bound to skills).
 func (hb *Heartbeat) RaiseRequest(card expect.Card, e ...expect.Expectation) expect.RaiseRequest {
-	req := expect.RaiseRequest{TaskID: hb.TaskID(), ContextID: hb.TaskID(), Expectations: e, Heartbeat: true}
+	req := expect.RaiseRequest{TaskID: hb.TaskID(), ContextID: hb.TaskID(), Expectations: e, Internal: true}
 	if k, ok := card.Kind(hb.Kind); ok && len(k.Skills) > 0 {
 		req.Skill = k.Skills[0]
 	}

@@ -165,6 +165,9 @@ func Parse(req Request) (Spec, error) {
 				case anticipate.Heuristic:
 					s.Heuristic = true
 				}
+				if cr.Queue != "" {
+					c.Add(where[key{cr.Category, cr.Index}]+".queue", "is not used by an evaluation: its results are the judge's and the assertions', never sent to a review queue")
+				}
 			}
 		}
 	}

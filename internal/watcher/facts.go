@@ -28,6 +28,11 @@ type FactOutcome struct {
 // and subject memory commit together. Errors: NotFound without a card;
 // Invalid naming each failing fact field.
 func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts []expect.Fact) ([]FactOutcome, error) {
+	return s.reportFacts(ctx, agentID, source, facts, expect.ValidateFact)
+}
+
+// reportFacts is ReportFacts with the facts checked by validate.
+func (s *Service) reportFacts(ctx context.Context, agentID, source string, facts []expect.Fact, validate func(*errs.Collector, string, expect.Fact, time.Time, expect.Config)) ([]FactOutcome, error) {
 	if _, err := s.Card(ctx, agentID); err != nil {
 		return nil, err
 	}
@@ -40,7 +45,7 @@ func (s *Service) ReportFacts(ctx context.Context, agentID, source string, facts
 		c.Add("facts", "holds more than %d facts", s.cfg.MaxPerRequest)
 	}
 	for i, f := range facts {
-		expect.ValidateFact(&c, fmt.Sprintf("facts[%d]", i), f, now, s.cfg)
+		validate(&c, fmt.Sprintf("facts[%d]", i), f, now, s.cfg)
 	}
 	if err := c.Err("invalid facts"); err != nil {
 		return nil, err

@@ -153,11 +153,16 @@ func (s *Service) Raise(ctx context.Context, agentID string, req expect.RaiseReq
 	if err != nil {
 		return nil, err
 	}
+	return s.raise(ctx, agentID, card, req)
+}
+
+// raise is Raise with the agent's card read.
+func (s *Service) raise(ctx context.Context, agentID string, card expect.Card, req expect.RaiseRequest) ([]*expect.Record, error) {
 	if err := s.checkWatched(ctx, req); err != nil {
 		return nil, err
 	}
 	var out []*expect.Record
-	err = s.update(ctx, agentID, func(st *txState) error {
+	err := s.update(ctx, agentID, func(st *txState) error {
 		existing := map[string]*expect.Record{}
 		for _, id := range req.References() {
 			if expect.ValidID(id) != "" {
@@ -377,6 +382,8 @@ func (s *Service) Withdraw(ctx context.Context, agentID string, ids []string, re
 			c.Add(fmt.Sprintf("withdraw[%d]", i), "%s", msg)
 		} else if expect.IsHeartbeatID(id) {
 			c.Add(fmt.Sprintf("withdraw[%d]", i), "is a heartbeat's period: pause or delete the heartbeat instead")
+		} else if expect.IsReservedID(id) {
+			c.Add(fmt.Sprintf("withdraw[%d]", i), "is a review item's due time, which ends when its reviews are in")
 		}
 	}
 	if len(reason) > expect.MaxTextLen {

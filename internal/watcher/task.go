@@ -90,6 +90,10 @@ func (s *Service) TaskCanceled(ctx context.Context, agentID, taskID string) ([]*
 		return nil, errs.Fields("invalid cancellation", []errs.FieldError{{Path: "taskId",
 			Message: fmt.Sprintf("starts with %q, the origin of a heartbeat's periods, which only pausing or deleting the heartbeat ends", expect.HeartbeatIDPrefix)}})
 	}
+	if expect.IsReservedID(taskID) {
+		return nil, errs.Fields("invalid cancellation", []errs.FieldError{{Path: "taskId",
+			Message: fmt.Sprintf("starts with %q, the origin of review items' due times, which end when their reviews are in", expect.ReviewIDPrefix)}})
+	}
 	// The task is marked canceled first, in a commit of its own, so that
 	// a raise for it either committed before the lookup below (which
 	// finds it) or reaches the change feed after the mark (which

@@ -1,0 +1,67 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentclock/clockwork/internal/expect"
+)
+
+// ReviewDue is a review item's due time, which the watcher keeps as an
+// ordinary expectation of the reviewed plan's agent (kind
+// expect.ReviewDueKind): a late review lapses, alerts and escalates like
+// anything else the agent expects.
+type ReviewDue struct {
+	ItemID  string
+	QueueID string
+	PlanID  string
+	DueAt   time.Time
+}
+
+// ReviewExpectationID is the id of item's due time among its agent's
+// expectations.
+func ReviewExpectationID(itemID string) string { return expect.ReviewIDPrefix + itemID }
+
+// reviewFactKey is the key of the fact that item's last review reports.
+func reviewFactKey(itemID string) string { return expect.ReviewIDPrefix + itemID + ":reviewed" }
+
+// reviewKind describes the review-due kind for a card that does not
+// declare it: the watcher raises it whatever the card says.
+var reviewKind = expect.Kind{Kind: expect.ReviewDueKind, SubjectType: "review-item",
+	Describes: "every review assigned for a plan's item in a review queue is in", Basis: "the review queue's due time"}
+
+// RaiseReviewDue raises d's expectation for agentID; raising it again is
+// answered as before. Errors: NotFound when the agent has no card (the
+// watcher sends lapses to the agent it names); Invalid when d is.
+func (s *Service) RaiseReviewDue(ctx context.Context, agentID string, d ReviewDue) error {
+	card, err := s.Card(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if _, ok := card.Kind(expect.ReviewDueKind); !ok {
+		card.Declaration.Kinds = append(slices.Clone(card.Declaration.Kinds), reviewKind)
+	}
+	id := ReviewExpectationID(d.ItemID)
+	req := expect.RaiseRequest{TaskID: id, ContextID: id, Internal: true, Expectations: []expect.Expectation{{
+		ExpectationID: id,
+		Kind:          expect.ReviewDueKind,
+		Subject:       expect.Subject{Type: "review-item", ID: d.ItemID},
+		Expects:       fmt.Sprintf("every review of plan %s assigned in review queue %s is in", d.PlanID, d.QueueID),
+		SatisfiedBy:   expect.SatisfiedBy{FactKey: reviewFactKey(d.ItemID)},
+		DueAt:         expect.FormatTime(d.DueAt),
+		Basis:         fmt.Sprintf("review queue %s's due time", d.QueueID),
+	}}}
+	_, err = s.raise(ctx, agentID, card, req)
+	return err
+}
+
+// SatisfyReviewDue reports that item's reviews are all in (at), which
+// satisfies its due time; reporting it again changes nothing. Errors:
+// NotFound when the agent has no card.
+func (s *Service) SatisfyReviewDue(ctx context.Context, agentID, itemID string, at time.Time) error {
+	f := expect.Fact{FactKey: reviewFactKey(itemID), ObservedAt: expect.FormatTime(at)}
+	_, err := s.reportFacts(ctx, agentID, "clockwork:review-queue", []expect.Fact{f}, expect.ValidateInternalFact)
+	return err
+}
