@@ -170,13 +170,13 @@ func TestAddReviewRefusals(t *testing.T) {
 
 func TestParseReview(t *testing.T) {
 	for body, field := range map[string]string{
-		`{"criterionId":"c1","grade":"PASS","comment":"fine"}`: "",
-		`{"criterionId":"c1","grade":0.25}`:                    "",
-		`{"criterionId":"c1","grade":"pass"}`:                  "grade",
-		`{"criterionId":"c1","grade":1.5}`:                     "grade",
-		`{"criterionId":"c1","grade":true}`:                    "grade",
-		`{"criterionId":"c1"}`:                                 "grade",
-		`{"grade":"PASS"}`:                                     "criterionId",
+		`{"criterionId":"c1","grade":"PASS","comment":"fine"}`:   "",
+		`{"criterionId":"c1","grade":0.25}`:                      "",
+		`{"criterionId":"c1","grade":"pass"}`:                    "grade",
+		`{"criterionId":"c1","grade":1.5}`:                       "grade",
+		`{"criterionId":"c1","grade":true}`:                      "grade",
+		`{"criterionId":"c1"}`:                                   "grade",
+		`{"grade":"PASS"}`:                                       "criterionId",
 		`{"criterionId":"c1","grade":"PASS","comment":"\u0000"}`: "comment",
 		`{"criterionId":"c1","grade":"PASS","x":1}`:              "body",
 		`[]`: "body",
