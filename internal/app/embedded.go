@@ -210,7 +210,7 @@ func Start(cfg Config) (*App, error) {
 	}, cfg.TimerWorkers, cfg.Log)
 	a.Timers.SetClock(a.Watcher.Now)
 	a.Timers.Lateness = cfg.Lateness
-	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry, RetainEvidence: cfg.RetainEvidence,
+	evalOpt := evaluation.Options{Now: cfg.Now, Watcher: a.Watcher, ReviewClock: a.Watcher, Metrics: cfg.Metrics, JudgeRetry: cfg.JudgeRetry, RetainEvidence: cfg.RetainEvidence,
 		EvaluationJudgeRate: cfg.EvaluationJudgeRate}
 	j, err := judge.New(context.Background(), judge.Config{Kind: cfg.JudgeKind, URL: cfg.JudgeURL, Model: cfg.JudgeModel,
 		Token: cfg.JudgeToken, APIKey: cfg.JudgeAPIKey, AllowPrivate: cfg.AllowPrivateJudge, Metrics: cfg.Metrics})

@@ -445,7 +445,7 @@ func newCore(ctx context.Context, cfg Config, judge func(context.Context, *Runti
 	r.Watcher.MarkEffects(true)
 	r.Watcher.SetMetrics(cfg.Metrics)
 
-	evalOpt := evaluation.Options{Now: cfg.Now, MarkEffects: true, Watcher: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry, EvaluationJudgeRate: cfg.EvaluationJudgeRate,
+	evalOpt := evaluation.Options{Now: cfg.Now, MarkEffects: true, Watcher: r.Watcher, ReviewClock: r.Watcher, Metrics: cfg.Metrics, ModelGrading: cfg.ModelGrading, JudgeRetry: cfg.JudgeRetry, EvaluationJudgeRate: cfg.EvaluationJudgeRate,
 		RetainEvidence: cfg.RetainEvidence}
 	if judge != nil {
 		j, err := judge(ctx, r)

@@ -95,6 +95,10 @@ func (r *Runtime) evaluator() evaluation.Evaluator {
 // minutes).
 const DefaultEvaluationRepairAfter = 5 * time.Minute
 
+// DefaultReviewRepairAfter is how long a review item may wait on the
+// watcher (its due time raised, or satisfied) before the sweep does it.
+const DefaultReviewRepairAfter = 2 * time.Minute
+
 // delaySeconds is a message timer for d: rounded up, within SQS's bounds.
 func delaySeconds(d time.Duration) int32 {
 	if d <= 0 {

@@ -194,6 +194,9 @@ type SweepResult struct {
 	// Evaluations counts the running evaluations enqueued again because
 	// they made no progress for DefaultEvaluationRepairAfter.
 	Evaluations int `json:"evaluations,omitempty"`
+	// Reviews counts the review items whose due time was raised or
+	// satisfied because the process that made them stopped before.
+	Reviews int `json:"reviews,omitempty"`
 	// Effects counts the changes whose effects were redone because their
 	// marker was older than Config.EffectsRepairAfter (the stream record
 	// was lost or is still failing).
@@ -271,6 +274,11 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 		if err != nil || nearDeadline(ctx) {
 			return res, err
 		}
+	}
+	// The review items whose due time the watcher was not told of.
+	res.Reviews, err = r.Eval.RepairReviews(ctx, DefaultReviewRepairAfter, MaxSweepRecords)
+	if err != nil || nearDeadline(ctx) {
+		return res, err
 	}
 	// The changes whose effects their stream record did not bring about
 	// (discarded after its retries or maximum age, or still failing).

@@ -72,6 +72,9 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]in
 		}); err != nil {
 			return out, err
 		}
+		if err := s.eraseReviewItems(ctx, agentID, count); err != nil {
+			return out, err
+		}
 		if deleted == 0 {
 			break
 		}

@@ -283,6 +283,12 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 	if err != nil {
 		return time.Time{}, wrap(err)
 	}
+	if out.resp != nil {
+		// A calibrated criterion's sample goes to people too.
+		if err := s.openCalibration(ctx, rec, a, job.VerificationID, job.CriterionID); err != nil {
+			return time.Time{}, err
+		}
+	}
 	return retryAt, nil
 }
 

@@ -49,6 +49,7 @@ type Service struct {
 	// modelGrading: HEURISTIC criteria wait for the model judge (Options).
 	modelGrading bool
 	watcher      WatcherReader
+	reviewClock  ReviewClock
 	key          ed25519.PrivateKey
 	metrics      metrics.Recorder
 	// retain is -retain-evidence (Options.RetainEvidence).
@@ -87,6 +88,9 @@ type Options struct {
 	ModelGrading bool
 	// Watcher answers expectation_state and lapse_count.
 	Watcher WatcherReader
+	// ReviewClock keeps review items' due times (the watcher); nil keeps
+	// none.
+	ReviewClock ReviewClock
 	// SigningKey, when set, adds an Ed25519 server_signature to VERIFY.
 	SigningKey ed25519.PrivateKey
 	// Metrics counts the VERIFYs created and the grades submitted, by
@@ -121,7 +125,7 @@ func New(st store.Store, opt Options) *Service {
 		judgeRate = DefaultEvaluationJudgeRate
 	}
 	return &Service{judgeWithModel: opt.JudgeWithModel, evalJudgeCalls: rate.NewLimiter(rate.Limit(judgeRate), max(1, int(judgeRate))), store: st, markEffects: opt.MarkEffects, now: func() time.Time { return now().UTC() }, judge: opt.Judge, retry: opt.JudgeRetry.withDefaults(), grader: opt.Grader, modelGrading: opt.ModelGrading || opt.Judge != nil,
-		watcher: opt.Watcher, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), retain: opt.RetainEvidence, programs: map[string]*anticipate.Anticipation{}}
+		watcher: opt.Watcher, reviewClock: opt.ReviewClock, key: opt.SigningKey, metrics: metrics.Or(opt.Metrics), retain: opt.RetainEvidence, programs: map[string]*anticipate.Anticipation{}}
 }
 
 // PublicKey returns the VERIFY signing key's public half, or nil.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
@@ -131,28 +132,40 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 			}
 			annotatePending(&v, reasons)
 		}
-		if err := s.seal(&v); err != nil {
-			return wrap(err)
-		}
-		vr.Verification = v
 		vr.ExpiresAt = ex.ExpiresAt
-		item, err := verificationItem(vid, vr)
-		if err != nil {
-			return wrap(err)
-		}
-		// A failing verdict's alerts must not depend on the stream alone.
-		var marker *store.Write
-		if s.markEffects {
-			if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
-				return wrap(err)
-			} else if ok {
-				marker = &w
+		// The review items of its queued HUMAN criteria are opened in the
+		// commit that creates it, so that no VERIFY waits on reviews no
+		// one was asked for.
+		var opened []*reviewItemRecord
+		created, err := s.createVerification(ctx, vid, func(tx *store.Tx) (store.Item, *store.Write, error) {
+			vv := v
+			vv.Results = slices.Clone(v.Results)
+			var err error
+			if opened, err = s.stageReviewItems(ctx, tx, rec, a, &vv, s.now()); err != nil {
+				return store.Item{}, nil, err
 			}
-		}
-		created, err := s.createVerification(ctx, item, marker)
+			if err := s.seal(&vv); err != nil {
+				return store.Item{}, nil, err
+			}
+			vr.Verification = vv
+			item, err := verificationItem(vid, vr)
+			if err != nil {
+				return store.Item{}, nil, err
+			}
+			// A failing verdict's alerts must not depend on the stream alone.
+			if s.markEffects {
+				if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
+					return store.Item{}, nil, err
+				} else if ok {
+					return item, &w, nil
+				}
+			}
+			return item, nil, nil
+		})
 		if err != nil {
 			return wrap(err)
 		}
+		v = vr.Verification
 		if !created {
 			// Another run created it first, and enqueued its jobs: a
 			// replayed change must not send the judge each criterion
@@ -160,6 +173,9 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 			// sweep (RepairGrading) or, embedded, by the grading worker,
 			// which read the index.
 			continue
+		}
+		for _, r := range opened {
+			_ = s.keepDue(ctx, r) // else RepairReviews does it
 		}
 		s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
 		jobs = append(jobs, jobsOf(vr)...)
@@ -172,21 +188,26 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 	return nil
 }
 
-// createVerification stores a new VERIFY's item (with its effect marker,
-// when it has one) and reports whether this call created it: false when
-// another run stored it first. A commit refused for a concurrent
-// transaction (which is no proof that the VERIFY exists) is tried again
-// after reading whether it does. Errors are the store's.
-func (s *Service) createVerification(ctx context.Context, item store.Item, marker *store.Write) (created bool, err error) {
+// createVerification stores a new VERIFY, built in the commit by build
+// (its item, its effect marker when it has one, and whatever else build
+// stages), and reports whether this call created it: false when another
+// run stored it first. A commit refused for a concurrent transaction
+// (which is no proof that the VERIFY exists) is tried again after reading
+// whether it does. Errors are build's and the store's.
+func (s *Service) createVerification(ctx context.Context, vid string, build func(*store.Tx) (store.Item, *store.Write, error)) (created bool, err error) {
 	attempt := 0
 	err = store.Update(ctx, s.store, func(tx *store.Tx) error {
 		// The first attempt reads nothing: its put is a conditional
 		// create, and a later one reads what made it fail.
 		if attempt++; attempt > 1 {
-			if _, ok, err := tx.Get(ctx, item.Key); err != nil || ok {
+			if _, ok, err := tx.Get(ctx, verificationKey(vid)); err != nil || ok {
 				created = false
 				return err
 			}
+		}
+		item, marker, err := build(tx)
+		if err != nil {
+			return err
 		}
 		tx.Put(item)
 		if marker != nil {
@@ -304,6 +325,9 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 		}
 		a, err := s.compiled(rec)
 		if err != nil {
+			return err
+		}
+		if err := reviewedInQueue(ctx, tx, a, vid, criterionID); err != nil {
 			return err
 		}
 		v, err := anticipate.ApplyGrade(vr.Verification, a.GradingPolicy, criterionID, score, rationale, gradedBy, s.now())

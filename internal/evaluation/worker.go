@@ -40,6 +40,11 @@ func (w *GradingWorker) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Error("grading", "err", err)
 		}
+		// Review items whose due time a stopped process left to raise
+		// or satisfy.
+		if _, rerr := w.svc.RepairReviews(ctx, reviewRepairAfter, 100); rerr != nil && ctx.Err() == nil {
+			w.log.Error("review due times", "err", rerr)
+		}
 		if n > 0 && err == nil {
 			continue // more may be due
 		}
@@ -73,6 +78,10 @@ func wake(ch chan<- struct{}) {
 	default:
 	}
 }
+
+// reviewRepairAfter is how long an item may wait on the watcher before
+// RepairReviews takes it (the process that made it does so at once).
+const reviewRepairAfter = time.Minute
 
 // failedJobWait is how long a job whose handling failed steps back.
 const failedJobWait = time.Minute

@@ -9,17 +9,6 @@ import (
 	"github.com/agentclock/clockwork/internal/expect"
 )
 
-// ReviewDue is a review item's due time, which the watcher keeps as an
-// ordinary expectation of the reviewed plan's agent (kind
-// expect.ReviewDueKind): a late review lapses, alerts and escalates like
-// anything else the agent expects.
-type ReviewDue struct {
-	ItemID  string
-	QueueID string
-	PlanID  string
-	DueAt   time.Time
-}
-
 // ReviewExpectationID is the id of item's due time among its agent's
 // expectations.
 func ReviewExpectationID(itemID string) string { return expect.ReviewIDPrefix + itemID }
@@ -32,10 +21,14 @@ func reviewFactKey(itemID string) string { return expect.ReviewIDPrefix + itemID
 var reviewKind = expect.Kind{Kind: expect.ReviewDueKind, SubjectType: "review-item",
 	Describes: "every review assigned for a plan's item in a review queue is in", Basis: "the review queue's due time"}
 
-// RaiseReviewDue raises d's expectation for agentID; raising it again is
+// RaiseReviewDue raises the due time of review item itemID (of plan
+// planID in queue queueID) as an ordinary expectation of the reviewed
+// plan's agent, kind expect.ReviewDueKind: a late review lapses, alerts
+// and escalates like anything else the agent expects. Raising it again is
 // answered as before. Errors: NotFound when the agent has no card (the
-// watcher sends lapses to the agent it names); Invalid when d is.
-func (s *Service) RaiseReviewDue(ctx context.Context, agentID string, d ReviewDue) error {
+// watcher sends lapses to the agent it names).
+func (s *Service) RaiseReviewDue(ctx context.Context, agentID, itemID, queueID, planID string, dueAt time.Time) error {
+	d := struct{ ItemID, QueueID, PlanID string }{itemID, queueID, planID}
 	card, err := s.Card(ctx, agentID)
 	if err != nil {
 		return err
@@ -50,7 +43,7 @@ func (s *Service) RaiseReviewDue(ctx context.Context, agentID string, d ReviewDu
 		Subject:       expect.Subject{Type: "review-item", ID: d.ItemID},
 		Expects:       fmt.Sprintf("every review of plan %s assigned in review queue %s is in", d.PlanID, d.QueueID),
 		SatisfiedBy:   expect.SatisfiedBy{FactKey: reviewFactKey(d.ItemID)},
-		DueAt:         expect.FormatTime(d.DueAt),
+		DueAt:         expect.FormatTime(dueAt),
 		Basis:         fmt.Sprintf("review queue %s's due time", d.QueueID),
 	}}}
 	_, err = s.raise(ctx, agentID, card, req)
