@@ -70,6 +70,14 @@ var Routes = []Route{
 	{"POST", "/v1/evaluations", false},
 	{"GET", "/v1/evaluations/{evaluationId}", false},
 	{"GET", "/v1/agents/{agentId}/evaluations", false},
+	{"PUT", "/v1/review-queues/{queueId}", false},
+	{"GET", "/v1/review-queues", false},
+	{"GET", "/v1/review-queues/{queueId}", false},
+	{"DELETE", "/v1/review-queues/{queueId}", false},
+	{"GET", "/v1/review-queues/{queueId}/items", false},
+	{"GET", "/v1/review-queues/{queueId}/items/{itemId}", false},
+	{"POST", "/v1/review-queues/{queueId}/items/{itemId}/reviews", false},
+	{"GET", "/v1/review-queues/{queueId}/agreement", false},
 	{"POST", "/mcp", false}, // the MCP endpoint (internal/mcpapi): tools for LLM agents
 	// The web console: its page and files are public (no authorizer); its
 	// data comes through the routes above with the token the person enters.

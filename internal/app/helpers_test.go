@@ -40,6 +40,10 @@ const (
 	tenantA     = "tenant-a-token"
 	tenantB     = "tenant-b-token"
 	factsToken  = "facts-token"
+	// Reviewers (grades:write and read for every agent).
+	aliceToken = "alice-token"
+	bobToken   = "bob-token"
+	carolToken = "carol-token"
 )
 
 type testEnv struct {
@@ -127,6 +131,9 @@ var testTokens = []auth.TokenSpec{
 	{Token: tenantA, Principal: "tenant-a", Scopes: auth.AllScopes, Agents: []string{"agent-a"}},
 	{Token: tenantB, Principal: "tenant-b", Scopes: auth.AllScopes, Agents: []string{"agent-b"}},
 	{Token: factsToken, Principal: "reporter-7", Scopes: []auth.Scope{auth.FactsWrite, auth.Read}, Agents: []string{"*"}},
+	{Token: aliceToken, Principal: "alice", Scopes: []auth.Scope{auth.GradesWrite, auth.Read}, Agents: []string{"*"}},
+	{Token: bobToken, Principal: "bob", Scopes: []auth.Scope{auth.GradesWrite, auth.Read}, Agents: []string{"*"}},
+	{Token: carolToken, Principal: "carol", Scopes: []auth.Scope{auth.GradesWrite, auth.Read}, Agents: []string{"*"}},
 }
 
 func testAuth(t *testing.T) *auth.Authenticator {

@@ -90,7 +90,9 @@ func scenarioMCPOfficialClients(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_evaluation", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
-		"ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "withdraw_expectations"}
+		"list_review_items", "ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "submit_review", "withdraw_expectations"}
+	// A review queue for the clients to list.
+	e.must(201, e.call("PUT", "/v1/review-queues/mcp-reviews", map[string]any{"reviewers": []string{"alice", "bob"}, "reviewsPerItem": 2}))
 	// An evaluation for the clients to read (the agent has no completed
 	// plan, so it is done at once).
 	evalCriteria := []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 3", "weight": 1}}
@@ -129,6 +131,9 @@ func scenarioMCPOfficialClients(t *testing.T) {
 				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": evalCriteria, "gradingPolicy": evalPolicy}},
 				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID, "from": "last week"}, "criteria": evalCriteria}, invalid: "filter.from"},
 				{Tool: "get_evaluation", Arguments: map[string]any{"evaluationId": started.EvaluationID}},
+				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "assignee": "me", "state": "open"}},
+				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "state": "closed"}, invalid: "state"},
+				{Tool: "submit_review", Arguments: map[string]any{"queueId": "mcp-reviews", "itemId": "rvi-none", "criterionId": "tone", "grade": "maybe"}, invalid: "grade"},
 			}
 			plan, _ := json.Marshal(map[string]any{"url": e.srv.URL + "/mcp", "token": adminToken, "calls": calls})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -202,7 +207,7 @@ func scenarioMCPHostConfigs(t *testing.T) {
 				Tools  []string        `json:"tools"`
 				Listed json.RawMessage `json:"listed"`
 			}
-			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 14 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
+			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 16 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
 				t.Fatalf("%s: %s (%v)", host, out, err)
 			}
 		})

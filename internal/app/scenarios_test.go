@@ -22,6 +22,7 @@ var scenarios = []struct {
 	{"Regrading", scenarioRegrading},
 	{"ScoresOut", scenarioScoresOut},
 	{"PassRateAlert", scenarioPassRateAlert},
+	{"ReviewQueues", scenarioReviewQueues},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},

@@ -102,6 +102,17 @@ func authzCases() []authzCase {
 		{name: "start evaluation", pattern: "POST /v1/evaluations", method: "POST", path: "/v1/evaluations", body: static(evaluationBody()), scope: auth.GradesWrite, bound: true},
 		{name: "list evaluations", pattern: "GET /v1/agents/{agentId}/evaluations", method: "GET", path: "/v1/agents/agent-1/evaluations", scope: auth.Read, bound: true},
 		{name: "get evaluation", pattern: "GET /v1/evaluations/{evaluationId}", method: "GET", path: "/v1/evaluations/{eid}", scope: auth.Read, bound: true, ownID: "{eid}", unknownID: "evl-unknown"},
+		// Review queues: ops-review belongs to agent-1 (the grades:write
+		// token made it); plan-3's item {iid} is in it.
+		{name: "put review queue", pattern: "PUT /v1/review-queues/{queueId}", method: "PUT", path: "/v1/review-queues/ops-review", body: static(reviewQueueBody()), scope: auth.GradesWrite},
+		{name: "list review queues", pattern: "GET /v1/review-queues", method: "GET", path: "/v1/review-queues", scope: auth.Read},
+		{name: "get review queue", pattern: "GET /v1/review-queues/{queueId}", method: "GET", path: "/v1/review-queues/ops-review", scope: auth.Read, ownID: "ops-review", unknownID: "no-such-queue"},
+		{name: "list review items", pattern: "GET /v1/review-queues/{queueId}/items", method: "GET", path: "/v1/review-queues/ops-review/items?assignee=me", scope: auth.Read, ownID: "ops-review", unknownID: "no-such-queue"},
+		{name: "get review item", pattern: "GET /v1/review-queues/{queueId}/items/{itemId}", method: "GET", path: "/v1/review-queues/ops-review/items/{iid}", scope: auth.Read, ownID: "{iid}", unknownID: "rvi-unknown"},
+		{name: "post review", pattern: "POST /v1/review-queues/{queueId}/items/{itemId}/reviews", method: "POST", path: "/v1/review-queues/ops-review/items/{iid}/reviews",
+			body: static(mustJSON(map[string]any{"criterionId": "hc-1", "grade": "PASS", "comment": "approved"})), scope: auth.GradesWrite, ownID: "{iid}", unknownID: "rvi-unknown"},
+		{name: "review agreement", pattern: "GET /v1/review-queues/{queueId}/agreement", method: "GET", path: "/v1/review-queues/ops-review/agreement", scope: auth.Read, ownID: "ops-review", unknownID: "no-such-queue"},
+		{name: "delete review queue", pattern: "DELETE /v1/review-queues/{queueId}", method: "DELETE", path: "/v1/review-queues/ops-review", scope: auth.GradesWrite, ownID: "ops-review", unknownID: "no-such-queue"},
 		{name: "verify key", pattern: "GET /v1/keys/verify", method: "GET", path: "/v1/keys/verify", scope: auth.Read},
 		// A tools/call is authorised like the tool's route (get_expectation: read, agent-1).
 		{name: "mcp tools/call", pattern: "POST /mcp", method: "POST", path: "/mcp", body: static(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -252,7 +263,7 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 				if c.body != nil {
 					body = c.body(f)
 				}
-				path := strings.ReplaceAll(strings.ReplaceAll(c.path, "{vid}", f.verificationID), "{eid}", f.evaluationID)
+				path := f.expand(c.path)
 				hdr := http.Header{}
 				switch {
 				case cl.notification:
@@ -273,7 +284,7 @@ func runMatrix(t *testing.T, h http.Handler, cases []authzCase, f fixture, aws b
 					t.Fatalf("%s %s: %d %s", c.method, path, a.status, a.body)
 				}
 				if want == "as unknown" {
-					own := strings.ReplaceAll(strings.ReplaceAll(c.ownID, "{vid}", f.verificationID), "{eid}", f.evaluationID)
+					own := f.expand(c.ownID)
 					unknownPath := strings.Replace(path, own, c.unknownID, 1)
 					u := doHeaders(h, c.method, unknownPath, hdr, body)
 					same := strings.ReplaceAll(string(u.body), c.unknownID, own)

@@ -162,6 +162,15 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/evaluations", Scope: auth.GradesWrite, Eval: true, fn: h.startEvaluation},
 		{Pattern: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, Eval: true, fn: h.getEvaluation},
 		{Pattern: "GET /v1/agents/{agentId}/evaluations", Scope: auth.Read, Agent: true, Eval: true, fn: h.listEvaluations},
+		// Human review queues (reviews.go).
+		{Pattern: "PUT /v1/review-queues/{queueId}", Scope: auth.GradesWrite, Eval: true, fn: h.putReviewQueue},
+		{Pattern: "GET /v1/review-queues", Scope: auth.Read, Eval: true, fn: h.listReviewQueues},
+		{Pattern: "GET /v1/review-queues/{queueId}", Scope: auth.Read, Eval: true, fn: h.getReviewQueue},
+		{Pattern: "DELETE /v1/review-queues/{queueId}", Scope: auth.GradesWrite, Eval: true, fn: h.deleteReviewQueue},
+		{Pattern: "GET /v1/review-queues/{queueId}/items", Scope: auth.Read, Eval: true, fn: h.listReviewItems},
+		{Pattern: "GET /v1/review-queues/{queueId}/items/{itemId}", Scope: auth.Read, Eval: true, fn: h.getReviewItem},
+		{Pattern: "POST /v1/review-queues/{queueId}/items/{itemId}/reviews", Scope: auth.GradesWrite, Eval: true, fn: h.postReview},
+		{Pattern: "GET /v1/review-queues/{queueId}/agreement", Scope: auth.Read, Eval: true, fn: h.getReviewAgreement},
 		{Pattern: "POST /v1/traces", Scope: auth.EventsWrite, Eval: true, fn: h.traces},
 		// The MCP endpoint: each tools/call is authorised like its route (tools.go).
 		{Pattern: "POST /mcp", fn: h.mcp},

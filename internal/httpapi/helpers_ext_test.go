@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,7 +132,14 @@ func raiseBody(id string) []byte {
 
 // anticipation returns a signed ANTICIPATE of agent-1 for plan with a
 // DETERMINISTIC and a HUMAN criterion.
-func anticipation(id, plan string) []byte {
+func anticipation(id, plan string) []byte { return anticipationFor(id, plan, "") }
+
+// anticipationFor is anticipation with hc-1 reviewed in queue (none: "").
+func anticipationFor(id, plan, queue string) []byte {
+	hc := map[string]any{"criterion_id": "hc-1", "description": "A reviewer approves", "measurement": "HUMAN", "assertion": "The change is what was asked for", "weight": 1}
+	if queue != "" {
+		hc["queue"] = queue
+	}
 	raw := mustJSON(map[string]any{
 		"protocol_version": "4.1", "message_type": "ANTICIPATE", "app_id": "app-1", "agent_id": agent,
 		"anticipation_id": id, "plan_id": plan, "scope_envelope_id": "scope-1", "session_id": "ses-1",
@@ -139,7 +147,7 @@ func anticipation(id, plan string) []byte {
 		"expectations": map[string]any{
 			"outcome_criteria": []any{
 				map[string]any{"criterion_id": "oc-1", "description": "The user exists", "measurement": "DETERMINISTIC", "assertion": "user_exists('alice')", "weight": 1},
-				map[string]any{"criterion_id": "hc-1", "description": "A reviewer approves", "measurement": "HUMAN", "assertion": "The change is what was asked for", "weight": 1},
+				hc,
 			},
 		},
 		"grading_policy": map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": false},
@@ -162,6 +170,19 @@ var planEvents = []map[string]any{
 type fixture struct {
 	verificationID string
 	evaluationID   string
+	// reviewItemID is plan-3's item in review queue ops-review.
+	reviewItemID string
+}
+
+// expand replaces the fixture's placeholders in s: {vid}, {eid}, {iid}.
+func (f fixture) expand(s string) string {
+	return strings.NewReplacer("{vid}", f.verificationID, "{eid}", f.evaluationID, "{iid}", f.reviewItemID).Replace(s)
+}
+
+// reviewQueueBody is ops-review's: its reviewers are the grades:write
+// token's principal and the operator.
+func reviewQueueBody() []byte {
+	return mustJSON(map[string]any{"reviewers": []string{"only-" + string(auth.GradesWrite), "admin"}, "reviewsPerItem": 1, "due": "PT4H"})
 }
 
 // evaluationBody re-grades agent-1's plans with one DETERMINISTIC criterion.
@@ -195,6 +216,31 @@ func seed(t testing.TB, h http.Handler) fixture {
 	for _, ev := range planEvents {
 		must(do(h, "POST", "/v1/executions/plan-1/events", allToken, mustJSON(ev)), 202)
 	}
+	// plan-3's hc-1 is reviewed in agent-1's queue ops-review.
+	must(do(h, "PUT", "/v1/review-queues/ops-review", scopeToken(auth.GradesWrite), reviewQueueBody()), 200, 201)
+	must(do(h, "POST", "/v1/anticipations", allToken, anticipationFor("ant-3", "plan-3", "ops-review")), 201)
+	for _, ev := range planEvents {
+		must(do(h, "POST", "/v1/executions/plan-3/events", allToken, mustJSON(ev)), 202)
+	}
+	itemID := ""
+	for deadline := time.Now().Add(20 * time.Second); itemID == ""; {
+		a := do(h, "GET", "/v1/review-queues/ops-review/items", allToken, nil)
+		must(a, 200)
+		var page struct {
+			Items []struct {
+				ID string `json:"itemId"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(a.body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) > 0 {
+			itemID = page.Items[0].ID
+		} else if time.Now().After(deadline) {
+			t.Fatal("seed: no review item for plan-3")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a := do(h, "GET", "/v1/anticipations/ant-1/verifications", allToken, nil)
@@ -216,7 +262,7 @@ func seed(t testing.TB, h http.Handler) fixture {
 			if err := json.Unmarshal(a.body, &ev); err != nil || ev.ID == "" {
 				t.Fatalf("seed: evaluation %s", a.body)
 			}
-			return fixture{verificationID: vs.Verifications[0].ID, evaluationID: ev.ID}
+			return fixture{verificationID: vs.Verifications[0].ID, evaluationID: ev.ID, reviewItemID: itemID}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("seed: no VERIFY for plan-1")

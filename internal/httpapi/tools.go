@@ -166,7 +166,47 @@ func (h *Handler) Tools() []Tool {
 		}, nil, func(ctx context.Context, in *getEvaluationArgs) (*evaluation.EvaluationView, error) {
 			return h.Eval.Evaluation(ctx, in.EvaluationID, in.Limit, in.NextToken, actsForCtx(ctx))
 		}),
+		newTool(Tool{
+			Name: "list_review_items", Title: "List review items", Route: "GET /v1/review-queues/{queueId}/items", Scope: auth.Read, ReadOnly: true,
+			Description: "List a review queue's items, oldest first: assignee \"me\" keeps those assigned to this token's principal (a reviewer's " +
+				"inbox); state open (default) or done. Each item names the plan, its VERIFY, the criteria to grade (description and assertion) " +
+				"and who still owes a review. Scope: read.",
+		}, nil, func(ctx context.Context, in *listReviewItemsArgs) (*evaluation.ReviewItemsPage, error) {
+			page, err := h.reviewItemsOp(ctx, in.QueueID, in.Assignee, in.State, in.Limit, in.NextToken)
+			return &page, err
+		}),
+		newTool(Tool{
+			Name: "submit_review", Title: "Review a criterion", Route: "POST /v1/review-queues/{queueId}/items/{itemId}/reviews", Scope: auth.GradesWrite,
+			Description: "Grade one criterion of a review item assigned to this token's principal: grade \"PASS\", \"FAIL\" or a score between 0 " +
+				"and 1, with an optional comment. Once every assigned review is in, the queue's rule (majority, all-pass or mean) grades the " +
+				"plan's VERIFY. A review is never changed. Scope: grades:write.",
+		}, nil, func(ctx context.Context, in *submitReviewArgs) (*evaluation.ReviewItemView, error) {
+			body, err := json.Marshal(map[string]any{"criterionId": in.CriterionID, "grade": in.Grade, "comment": in.Comment})
+			if err != nil {
+				return nil, errs.Fields("invalid review", []errs.FieldError{{Path: "grade", Message: "must be PASS, FAIL or a score between 0 and 1"}})
+			}
+			v, err := h.Eval.SubmitReview(ctx, reviewerOf(ctx), in.QueueID, in.ItemID, body)
+			return &v, err
+		}),
 	)
+}
+
+// listReviewItemsArgs are list_review_items' arguments.
+type listReviewItemsArgs struct {
+	QueueID   string `json:"queueId"`
+	Assignee  string `json:"assignee,omitempty" jsonschema:"me, or a principal's name; absent: every item this token may read"`
+	State     string `json:"state,omitempty" jsonschema:"open (default) or done"`
+	Limit     int    `json:"limit,omitempty"`
+	NextToken string `json:"nextToken,omitempty"`
+}
+
+// submitReviewArgs are submit_review's arguments.
+type submitReviewArgs struct {
+	QueueID     string `json:"queueId"`
+	ItemID      string `json:"itemId"`
+	CriterionID string `json:"criterionId"`
+	Grade       any    `json:"grade" jsonschema:"PASS, FAIL or a score between 0 and 1"`
+	Comment     string `json:"comment,omitempty"`
 }
 
 // getEvaluationArgs are get_evaluation's arguments.

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -27,9 +28,10 @@ const (
 	MaxReviewsPerItem = 5
 	MaxPrincipalLen   = 128
 	MaxCommentLen     = 4000
-	// MinDue and MaxDue bound a queue's due time: shorter than a minute
-	// is no time for a person; longer than 30 days is no due time.
-	MinDue = time.Minute
+	// MinDue and MaxDue bound a queue's due time: a second at least (a
+	// queue of automated reviewers, or a test, may be that quick);
+	// longer than 30 days is no due time.
+	MinDue = time.Second
 	MaxDue = 30 * 24 * time.Hour
 	// DefaultDue is a queue's due time when it names none.
 	DefaultDue = "P1D"
@@ -73,13 +75,12 @@ type queueBody struct {
 	Resolve        Rule     `json:"resolve"`
 }
 
+var queueIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 // ValidQueueID returns "" for a valid queue id, else the reason.
 func ValidQueueID(id string) string {
-	if msg := expect.ValidID(id); msg != "" {
-		return msg
-	}
-	if len(id) > 128 || strings.ContainsAny(id, "/#?") {
-		return "must be at most 128 bytes without '/', '#' or '?'"
+	if !queueIDPattern.MatchString(id) {
+		return "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
 	return ""
 }
@@ -130,7 +131,7 @@ func ParseQueue(id string, body []byte) (Queue, error) {
 	if d, err := expect.ParseDuration(q.Due); err != nil {
 		c.Add("due", "%s", err.Error())
 	} else if span := d.AddTo(epoch).Sub(epoch); span < MinDue || span > MaxDue {
-		c.Add("due", "must be between PT1M and P30D")
+		c.Add("due", "must be between PT1S and P30D")
 	}
 	switch q.Resolve {
 	case "":

@@ -27,7 +27,7 @@ func TestParseQueue(t *testing.T) {
 		{"more per item than reviewers", "q1", `{"reviewers":["a","b"],"reviewsPerItem":3}`, []string{"reviewsPerItem"}},
 		{"zero per item", "q1", `{"reviewers":["a"],"reviewsPerItem":0}`, []string{"reviewsPerItem"}},
 		{"bad due", "q1", `{"reviewers":["a"],"due":"4h"}`, []string{"due"}},
-		{"due too short", "q1", `{"reviewers":["a"],"due":"PT30S"}`, []string{"due"}},
+		{"due too short", "q1", `{"reviewers":["a"],"due":"PT0.5S"}`, []string{"due"}},
 		{"due too long", "q1", `{"reviewers":["a"],"due":"P31D"}`, []string{"due"}},
 		{"bad rule", "q1", `{"reviewers":["a"],"resolve":"any"}`, []string{"resolve"}},
 		{"bad id", "q/1", `{"reviewers":["a"]}`, []string{"queueId"}},
