@@ -216,6 +216,17 @@ type Criterion struct {
 	Measurement string  `json:"measurement"` // DETERMINISTIC, HEURISTIC or HUMAN
 	Assertion   string  `json:"assertion"`
 	Weight      float64 `json:"weight"`
+	// Queue names the review queue that grades a HUMAN criterion, or
+	// that receives a HEURISTIC one's calibration sample.
+	Queue string `json:"queue,omitempty"`
+	// Calibrate (HEURISTIC with Queue) sends that share of the judge's
+	// grades to people as well.
+	Calibrate *Calibrate `json:"calibrate,omitempty"`
+}
+
+// Calibrate is a HEURISTIC criterion's calibration sample.
+type Calibrate struct {
+	Sample float64 `json:"sample"` // in (0, 1]
 }
 
 // AnticipationExpectations are an ANTICIPATE's criteria by category.

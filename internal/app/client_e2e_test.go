@@ -176,4 +176,43 @@ func scenarioGoClient(t *testing.T) {
 	if _, err := c.Heartbeat(ctx, agentID, "nightly"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Fatalf("a deleted heartbeat: %v", err)
 	}
+
+	// A review queue: a plan's HUMAN criterion is reviewed by alice.
+	if _, err := c.PutReviewQueue(ctx, "client-q", client.ReviewQueueRequest{}); !errors.As(err, &apiErr) || apiErr.Status != 400 ||
+		!slices.ContainsFunc(apiErr.Fields, func(f client.FieldError) bool { return f.Path == "reviewers" }) {
+		t.Fatalf("a queue without reviewers: %v", err)
+	}
+	if q, err := c.PutReviewQueue(ctx, "client-q", client.ReviewQueueRequest{Reviewers: []string{"alice"}, Due: "PT1H"}); err != nil || q.ReviewsPerItem != 1 || q.Resolve != "majority" {
+		t.Fatalf("put review queue: %v %+v", err, q)
+	}
+	e.must(201, e.call("POST", "/v1/anticipations", queuedAnticipation(t, "ant-gc", "plan-gc", "client-q")))
+	runPlan(t, e, "plan-gc", 2, nil, allGood())
+	alice := e.goClient(aliceToken)
+	var items *client.ReviewItemsPage
+	for deadline := time.Now().Add(30 * time.Second); items == nil || len(items.Items) == 0; time.Sleep(50 * time.Millisecond) {
+		if items, err = alice.ReviewItems(ctx, "client-q", client.ReviewItemsQuery{Assignee: "me"}); err != nil || time.Now().After(deadline) {
+			t.Fatalf("alice's inbox: %v %+v", err, items)
+		}
+	}
+	if _, err := alice.SubmitReview(ctx, "client-q", items.Items[0].ItemID, "tone", "SOSO", ""); !errors.As(err, &apiErr) || apiErr.Status != 400 {
+		t.Fatalf("a bad grade: %v", err)
+	}
+	if it, err := alice.SubmitReview(ctx, "client-q", items.Items[0].ItemID, "tone", 0.75, "polite"); err != nil || it.State != "done" || it.Resolved["tone"].Score != 0.75 {
+		t.Fatalf("review: %v %+v", err, it)
+	}
+	if it, err := c.ReviewItem(ctx, "client-q", items.Items[0].ItemID); err != nil || len(it.Reviews) != 1 {
+		t.Fatalf("review item: %v %+v", err, it)
+	}
+	if ag, err := c.ReviewAgreement(ctx, "client-q"); err != nil || ag.QueueID != "client-q" {
+		t.Fatalf("agreement: %v %+v", err, ag)
+	}
+	if qs, err := c.ListReviewQueues(ctx); err != nil || len(qs) != 1 {
+		t.Fatalf("list review queues: %v %+v", err, qs)
+	}
+	if err := c.DeleteReviewQueue(ctx, "client-q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReviewQueue(ctx, "client-q"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Fatalf("a deleted queue: %v", err)
+	}
 }

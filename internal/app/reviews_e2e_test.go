@@ -66,12 +66,7 @@ func scenarioReviewQueues(t *testing.T) {
 			// The judge grades it; every grade is also sent to people.
 			crit["measurement"], crit["calibrate"] = "HEURISTIC", map[string]any{"sample": 1}
 		}
-		body := variant(t, ant, plan, func(m map[string]any) {
-			m["agent_id"] = agentID
-			m["grading_policy"] = map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": false}
-			m["expectations"] = map[string]any{"outcome_criteria": []any{crit}}
-		})
-		e.must(201, e.call("POST", "/v1/anticipations", body))
+		e.must(201, e.call("POST", "/v1/anticipations", reviewedAnticipation(t, ant, plan, crit)))
 		runPlan(t, e, plan, 2, nil, allGood())
 	}
 	for i := range reviewLabels {
@@ -240,6 +235,23 @@ func scenarioReviewQueues(t *testing.T) {
 	if r := result(t, v, "tone"); r.Status != anticipate.StatusPass || *r.Score != 0.9 {
 		t.Fatalf("late review graded %+v", r)
 	}
+}
+
+// queuedAnticipation is agent-1's ANTICIPATE of plan whose one
+// criterion, tone, is HUMAN and reviewed in queue.
+func queuedAnticipation(t *testing.T, ant, plan, queue string) []byte {
+	return reviewedAnticipation(t, ant, plan, map[string]any{"criterion_id": "tone", "description": "The reply is polite",
+		"measurement": "HUMAN", "assertion": "A reviewer finds the reply polite", "weight": 1, "queue": queue})
+}
+
+// reviewedAnticipation is agent-1's ANTICIPATE of plan with the one
+// criterion crit, under a COMPOSITE policy passing at 0.5.
+func reviewedAnticipation(t *testing.T, ant, plan string, crit map[string]any) []byte {
+	return variant(t, ant, plan, func(m map[string]any) {
+		m["agent_id"] = agentID
+		m["grading_policy"] = map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": false}
+		m["expectations"] = map[string]any{"outcome_criteria": []any{crit}}
+	})
 }
 
 func pickOf[T any](cond bool, a, b T) T {

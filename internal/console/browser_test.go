@@ -34,7 +34,13 @@ import (
 // go to the test's temporary directory and are only checked.
 var screenshots = flag.String("screenshots", "", "directory to keep the console screenshots in")
 
-const adminToken = "console-admin-token"
+const (
+	adminToken = "console-admin-token"
+	// runnerToken is agent-1's own (it declares the reviewed plans, so
+	// "reviewer" may review them); secondToken is a second reviewer's.
+	runnerToken = "console-runner-token"
+	secondToken = "console-second-token"
+)
 
 // chromium finds the browser: $CHROMIUM, else chromium (Debian's package)
 // or chromium-browser / google-chrome on PATH. With CI=true a missing
@@ -67,7 +73,9 @@ type env struct {
 }
 
 func startEnv(t *testing.T) *env {
-	authn, err := auth.New([]auth.TokenSpec{{Token: adminToken, Principal: "reviewer", Scopes: auth.AllScopes, Agents: []string{"*"}}})
+	authn, err := auth.New([]auth.TokenSpec{{Token: adminToken, Principal: "reviewer", Scopes: auth.AllScopes, Agents: []string{"*"}},
+		{Token: runnerToken, Principal: "runner", Scopes: auth.AllScopes, Agents: []string{"agent-1"}},
+		{Token: secondToken, Principal: "second", Scopes: []auth.Scope{auth.GradesWrite, auth.Read}, Agents: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +97,12 @@ func startEnv(t *testing.T) *env {
 
 func (e *env) call(method, path string, body any) (int, []byte) {
 	e.t.Helper()
+	return e.callAs(adminToken, method, path, body)
+}
+
+// callAs is call with another token.
+func (e *env) callAs(token, method, path string, body any) (int, []byte) {
+	e.t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -98,7 +112,7 @@ func (e *env) call(method, path string, body any) (int, []byte) {
 		r = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, e.srv.URL+path, r)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -528,12 +542,52 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the agent's evaluations read %q", got)
 	}
 
+	// Reviews: two plans declared by agent-1's own token, each reviewed
+	// by "second" through the API and by the signed-in "reviewer" in the
+	// inbox; each item's last review grades its VERIFY, and the agreement
+	// page shows the queue's Cohen's kappa.
+	e.must(201, "PUT", "/v1/review-queues/console-q", map[string]any{"reviewers": []string{"reviewer", "second"}, "reviewsPerItem": 2, "due": "PT4H"})
+	items := e.reviewedPlans(t, "console-q", "plan-rv-1", "plan-rv-2")
+	for i, it := range items {
+		grade := "PASS"
+		code, b := e.callAs(secondToken, "POST", "/v1/review-queues/console-q/items/"+it+"/reviews", map[string]any{"criterionId": "tone", "grade": grade})
+		if code != 201 {
+			t.Fatalf("second's review %d: %d %s", i, code, b)
+		}
+	}
+	b.open(console + "#/reviews")
+	b.wait("the inbox", `document.querySelectorAll('section.queue[data-queue="console-q"] article.item').length === 2`)
+	b.shot("reviews-desktop.png", 1440, 900)
+	b.do("review plan-rv-1", chromedp.SendKeys(chromedp.CSS(`article.item[data-plan="plan-rv-1"] form.review[data-criterion="tone"] input[name=comment]`), "polite"),
+		chromedp.Click(chromedp.CSS(`article.item[data-plan="plan-rv-1"] form.review[data-criterion="tone"] button`)))
+	b.wait("plan-rv-1 leaves the inbox", `document.querySelectorAll('section.queue[data-queue="console-q"] article.item').length === 1`)
+	b.set(`article.item[data-plan="plan-rv-2"] form.review select[name=grade]`, "score", "change")
+	b.do("review plan-rv-2", chromedp.SendKeys(chromedp.CSS(`article.item[data-plan="plan-rv-2"] form.review input[name=score]`), "0.2"),
+		chromedp.Click(chromedp.CSS(`article.item[data-plan="plan-rv-2"] form.review button`)))
+	b.wait("the inbox empties", `document.querySelector('section.queue[data-queue="console-q"][data-open="0"]')`)
+	for plan, want := range map[string]string{"plan-rv-1": "PASS", "plan-rv-2": "FAIL"} {
+		var vs struct {
+			Verifications []anticipate.Verification `json:"verifications"`
+		}
+		_ = json.Unmarshal(e.must(200, "GET", "/v1/anticipations/ant-"+plan+"/verifications?agentId=agent-1", nil), &vs)
+		if len(vs.Verifications) != 1 || string(vs.Verifications[0].Verdict) != want {
+			t.Errorf("%s's VERIFY after its reviews: %+v, want %s", plan, vs.Verifications, want)
+		}
+	}
+	b.do("the agreement link", chromedp.Click(chromedp.CSS(`section.queue[data-queue="console-q"] a[href$="/agreement"]`)))
+	row := b.wait("the agreement", `(() => { const r = document.querySelector('#agreement tr[data-criterion="tone"]'); return r ? r.innerText : ''; })()`)
+	// Labels (PASS, PASS) and (FAIL, PASS): observed 50%, kappa 0.
+	if !strings.Contains(row, "cohen") || !strings.Contains(row, "50%") || !strings.Contains(row, "slight") {
+		t.Errorf("the agreement row reads %q", row)
+	}
+	b.shot("agreement-desktop.png", 1440, 900)
+
 	// Heartbeats: one pinged is up with its next due time and current
 	// period; Pause on the page pauses it.
 	e.must(201, "PUT", "/v1/agents/agent-1/heartbeats/nightly-sync", map[string]any{"kind": "payment", "cron": "0 2 * * *", "timezone": "Europe/Riga", "grace": "PT1H"})
 	e.must(200, "POST", "/v1/agents/agent-1/heartbeats/nightly-sync/ping", nil)
 	b.open(console + "#/agents/agent-1/heartbeats")
-	row := b.wait("the heartbeat", `(() => { const r = document.querySelector('tr[data-heartbeat="nightly-sync"][data-status="up"]'); return r ? r.innerText : ''; })()`)
+	row = b.wait("the heartbeat", `(() => { const r = document.querySelector('tr[data-heartbeat="nightly-sync"][data-status="up"]'); return r ? r.innerText : ''; })()`)
 	if !strings.Contains(row, "0 2 * * *") || !strings.Contains(row, "Europe/Riga") || !strings.Contains(row, "hb:nightly-sync:1") {
 		t.Errorf("the heartbeat row reads %q", row)
 	}
@@ -552,6 +606,8 @@ func TestConsole(t *testing.T) {
 		{"#/anticipations/ant-console", `document.querySelector('section.verify .verdict')`, "anticipation-phone.png"},
 		{"#/evaluations", `document.querySelector('#start-evaluation')`, ""},
 		{evalHash, `document.querySelector('#eval-results tr[data-plan="plan-console"]')`, "evaluation-phone.png"},
+		{"#/reviews", `document.querySelector('section.queue[data-queue="console-q"]')`, ""},
+		{"#/review-queues/console-q/agreement", `document.querySelector('#agreement')`, "agreement-phone.png"},
 	} {
 		b.open(console + p.hash)
 		b.wait(p.hash+" at phone width", p.ready)
@@ -565,6 +621,66 @@ func TestConsole(t *testing.T) {
 	b.wait("desktop again", `document.querySelector('section.agent')`)
 	b.noHorizontalOverflow("#/agents")
 	t.Logf("console test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// reviewedPlans declares, with agent-1's own token, one plan per name
+// whose HUMAN criterion "tone" is reviewed in queue, runs each to
+// PLAN_COMPLETE and returns their review items' ids, in order.
+func (e *env) reviewedPlans(t *testing.T, queue string, plans ...string) []string {
+	raw, err := os.ReadFile("../anticipate/testdata/seed_anticipate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, plan := range plans {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["anticipation_id"], m["plan_id"], m["agent_id"] = "ant-"+plan, plan, "agent-1"
+		m["grading_policy"] = map[string]any{"grader_type": "COMPOSITE", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": false}
+		m["expectations"] = map[string]any{"outcome_criteria": []any{map[string]any{"criterion_id": "tone", "description": "The reply to the customer is polite",
+			"measurement": "HUMAN", "assertion": "A reviewer finds the reply polite", "weight": 1, "queue": queue}}}
+		body, _ := json.Marshal(m)
+		signed, err := anticipate.Sign(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, b := e.callAs(runnerToken, "POST", "/v1/anticipations", json.RawMessage(signed)); code != 201 {
+			t.Fatalf("declare %s: %d %s", plan, code, b)
+		}
+		for i, typ := range []string{"STEP_COMPLETE", "PLAN_COMPLETE"} {
+			ev := map[string]any{"protocol_version": "4.1", "message_type": typ, "event_id": fmt.Sprintf("%s-ev-%d", plan, i), "timestamp": ts(0)}
+			if code, b := e.callAs(runnerToken, "POST", "/v1/executions/"+plan+"/events", ev); code != 202 {
+				t.Fatalf("event %s: %d %s", plan, code, b)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var page struct {
+				Items []struct {
+					ItemID string `json:"itemId"`
+					PlanID string `json:"planId"`
+				} `json:"items"`
+			}
+			_ = json.Unmarshal(e.must(200, "GET", "/v1/review-queues/"+queue+"/items", nil), &page)
+			id := ""
+			for _, it := range page.Items {
+				if it.PlanID == plan {
+					id = it.ItemID
+				}
+			}
+			if id != "" {
+				ids = append(ids, id)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no review item for %s", plan)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return ids
 }
 
 // declareAndRun declares an ANTICIPATE for agent-1 (the seed's criteria

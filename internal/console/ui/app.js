@@ -1,12 +1,13 @@
 // The console's entry point: sign-in, the hash router, the agents and the
 // dead letters pages. Pages live in expectations.js, heartbeats.js,
-// anticipations.js, evaluations.js and alerts.js.
+// anticipations.js, evaluations.js, reviews.js and alerts.js.
 import { h, api, token, setToken, clearToken, kv, table, badge, errorBox, fmtTime, code, enc, extensionOf } from './dom.js';
 import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
 import { alertsPage } from './alerts.js';
 import { heartbeatsPage } from './heartbeats.js';
 import { evaluationsPage, evaluationPage, agentEvaluationsPage } from './evaluations.js';
+import { inboxPage, agreementPage } from './reviews.js';
 
 const main = document.getElementById('main');
 let timers = [];
@@ -39,6 +40,8 @@ const routes = [
   [/^\/agents\/([^/]+)\/evaluations$/, agentEvaluationsPage],
   [/^\/evaluations\/([^/]+)$/, evaluationPage],
   [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],
+  [/^\/reviews$/, inboxPage],
+  [/^\/review-queues\/([^/]+)\/agreement$/, agreementPage],
 ];
 
 async function route() {
