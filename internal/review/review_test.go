@@ -193,8 +193,12 @@ func TestParseReview(t *testing.T) {
 }
 
 func TestItemIDAndSample(t *testing.T) {
-	if ItemID("v", "q", Grading, "") != ItemID("v", "q", Grading, "") || ItemID("v", "q", Grading, "") == ItemID("v", "q", Calibration, "c") {
-		t.Fatal("item ids are not deterministic and distinct")
+	ids := map[string]bool{}
+	for _, in := range [][4]string{{"v", "q", Grading, ""}, {"v", "q2", Grading, ""}, {"v2", "q", Grading, ""}, {"v", "q", Calibration, "c"}, {"v", "q", Calibration, "c2"}} {
+		ids[ItemID(in[0], in[1], in[2], in[3])] = true
+	}
+	if len(ids) != 5 || len(ItemID("v", "q", Grading, "")) != len("rvi-")+24 {
+		t.Fatalf("item ids are not distinct: %v", ids)
 	}
 	// Sampling at 0.1 over 10,000 draws lands within 4 standard
 	// deviations of 1,000 (sd = 30).
