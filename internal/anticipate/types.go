@@ -21,6 +21,10 @@ const (
 	MaxDescriptionLen = 4096 // bytes
 	MaxAssertionLen   = assertion.MaxSourceLen
 	MaxVersionLen     = 32 // bytes, protocol_version
+	// MaxQueued bounds the criteria that name a review queue: their
+	// items are opened in the VERIFY's own commit and hold each
+	// criterion's text and every review of it.
+	MaxQueued = 10
 )
 
 // Emitter says who declared an anticipation (RFC-032 section 3.6). It is

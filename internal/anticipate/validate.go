@@ -202,6 +202,15 @@ func decodeExpectations(c *errs.Collector, top *object, a *Anticipation, policyO
 		c.Add("expectations", "has no criteria; at least one criterion is required, or the policy could never fail")
 		return
 	}
+	queued := 0
+	for _, cr := range a.Criteria() {
+		if cr.Queue != "" {
+			queued++
+		}
+	}
+	if queued > MaxQueued {
+		c.Add("expectations", "has %d criteria that name a review queue; at most %d", queued, MaxQueued)
+	}
 	if !policyOK || len(c.List) > before {
 		// The never-fail checks only make sense on complete criteria.
 		return

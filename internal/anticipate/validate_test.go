@@ -164,6 +164,11 @@ func TestValidateValidVariants(t *testing.T) {
 	}
 }
 
+// firstOutcome is the seed's first outcome criterion.
+func firstOutcome(m map[string]any) map[string]any {
+	return m["expectations"].(map[string]any)["outcome_criteria"].([]any)[0].(map[string]any)
+}
+
 func TestValidateInvalid(t *testing.T) {
 	long := strings.Repeat("x", MaxIDLen+1)
 	tests := []struct {
@@ -288,6 +293,35 @@ func TestValidateInvalid(t *testing.T) {
 			policy(m)["passing_threshold"] = 0
 			policy(m)["fail_on_any_anti_criteria"] = false
 		}, "grading_policy.passing_threshold", "never fail"},
+		{"queue on a DETERMINISTIC criterion", func(m map[string]any) { firstOutcome(m)["queue"] = "q1" }, "expectations.outcome_criteria[0].queue", "DETERMINISTIC"},
+		{"queue on a HEURISTIC criterion without calibrate", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			firstOutcome(m)["measurement"], firstOutcome(m)["queue"] = "HEURISTIC", "q1"
+		}, "expectations.outcome_criteria[0].queue", "needs calibrate"},
+		{"calibrate without queue", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			firstOutcome(m)["measurement"], firstOutcome(m)["calibrate"] = "HEURISTIC", map[string]any{"sample": 0.1}
+		}, "expectations.outcome_criteria[0].calibrate", "needs queue"},
+		{"calibrate on a HUMAN criterion", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			firstOutcome(m)["measurement"], firstOutcome(m)["queue"], firstOutcome(m)["calibrate"] = "HUMAN", "q1", map[string]any{"sample": 0.1}
+		}, "expectations.outcome_criteria[0].calibrate", "HEURISTIC"},
+		{"calibrate sample 0", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			firstOutcome(m)["measurement"], firstOutcome(m)["queue"], firstOutcome(m)["calibrate"] = "HEURISTIC", "q1", map[string]any{"sample": 0}
+		}, "expectations.outcome_criteria[0].calibrate.sample", "more than 0"},
+		{"calibrate unknown field", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			firstOutcome(m)["measurement"], firstOutcome(m)["queue"], firstOutcome(m)["calibrate"] = "HEURISTIC", "q1", map[string]any{"sample": 0.5, "rate": 1}
+		}, "expectations.outcome_criteria[0].calibrate.rate", "unknown"},
+		{"too many queued criteria", func(m map[string]any) {
+			policy(m)["grader_type"] = "COMPOSITE"
+			ex := m["expectations"].(map[string]any)
+			for i := 0; i <= MaxQueued; i++ {
+				ex["outcome_criteria"] = append(ex["outcome_criteria"].([]any), map[string]any{"criterion_id": fmt.Sprintf("hq-%d", i), "description": "d",
+					"measurement": "HUMAN", "assertion": "a person says so", "weight": 0.1, "queue": "q1"})
+			}
+		}, "expectations", "name a review queue"},
 		{"threshold 0 without anti criteria", func(m map[string]any) {
 			policy(m)["passing_threshold"] = 0
 			delete(m["expectations"].(map[string]any), "anti_criteria")

@@ -91,8 +91,34 @@ func scenarioMCPOfficialClients(t *testing.T) {
 	register(t, e, "1.0")
 	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_evaluation", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
 		"list_review_items", "ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "submit_review", "withdraw_expectations"}
-	// A review queue for the clients to list.
-	e.must(201, e.call("PUT", "/v1/review-queues/mcp-reviews", map[string]any{"reviewers": []string{"alice", "bob"}, "reviewsPerItem": 2}))
+	// A review queue whose one reviewer is the clients' principal, and
+	// an item in it for each client: agent-a's plans, declared by its own
+	// token (a principal never reviews what it declared).
+	e.must(201, e.call("PUT", "/v1/review-queues/mcp-reviews", map[string]any{"reviewers": []string{"admin"}, "reviewsPerItem": 1}))
+	items := map[string]string{}
+	for _, c := range mcpClients {
+		plan := "plan-rv-" + c.name
+		body := variant(t, "ant-rv-"+c.name, plan, func(m map[string]any) {
+			m["agent_id"] = "agent-a"
+			m["grading_policy"] = map[string]any{"grader_type": "HUMAN", "passing_threshold": 0.5, "weighted_scoring": true, "fail_on_any_anti_criteria": false}
+			m["expectations"] = map[string]any{"outcome_criteria": []any{map[string]any{"criterion_id": "tone", "description": "The reply is polite",
+				"measurement": "HUMAN", "assertion": "A reviewer finds the reply polite", "weight": 1, "queue": "mcp-reviews"}}}
+		})
+		e.must(201, e.call("POST", "/v1/anticipations", body, tenantA))
+		runPlan(t, e, plan, 1, nil, allGood())
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(items) < len(mcpClients); time.Sleep(50 * time.Millisecond) {
+		var page struct {
+			Items []struct{ ItemID, PlanID string }
+		}
+		e.must(200, e.call("GET", "/v1/review-queues/mcp-reviews/items?assignee=me", nil)).json(t, &page)
+		for _, it := range page.Items {
+			items[strings.TrimPrefix(it.PlanID, "plan-rv-")] = it.ItemID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("review items %v", items)
+		}
+	}
 	// An evaluation for the clients to read (the agent has no completed
 	// plan, so it is done at once).
 	evalCriteria := []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 3", "weight": 1}}
@@ -133,7 +159,8 @@ func scenarioMCPOfficialClients(t *testing.T) {
 				{Tool: "get_evaluation", Arguments: map[string]any{"evaluationId": started.EvaluationID}},
 				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "assignee": "me", "state": "open"}},
 				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "state": "closed"}, invalid: "state"},
-				{Tool: "submit_review", Arguments: map[string]any{"queueId": "mcp-reviews", "itemId": "rvi-none", "criterionId": "tone", "grade": "maybe"}, invalid: "grade"},
+				{Tool: "submit_review", Arguments: map[string]any{"queueId": "mcp-reviews", "itemId": items[c.name], "criterionId": "tone", "grade": "maybe"}, invalid: "grade"},
+				{Tool: "submit_review", Arguments: map[string]any{"queueId": "mcp-reviews", "itemId": items[c.name], "criterionId": "tone", "grade": 0.8, "comment": "polite"}},
 			}
 			plan, _ := json.Marshal(map[string]any{"url": e.srv.URL + "/mcp", "token": adminToken, "calls": calls})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

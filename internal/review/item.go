@@ -166,9 +166,9 @@ func ParseReview(body []byte) (ReviewInput, string, float64, error) {
 	default:
 		c.Add("grade", "must be PASS, FAIL or a score between 0 and 1")
 	}
-	if utf8.RuneCountInString(in.Comment) > MaxCommentLen || !utf8.ValidString(in.Comment) ||
+	if len(in.Comment) > MaxCommentLen || !utf8.ValidString(in.Comment) ||
 		strings.IndexFunc(in.Comment, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' }) >= 0 {
-		c.Add("comment", "must be at most %d characters, none of them a control character but line breaks and tabs", MaxCommentLen)
+		c.Add("comment", "must be at most %d bytes, none of them a control character but line breaks and tabs", MaxCommentLen)
 	}
 	if err := c.Err("invalid review"); err != nil {
 		return in, "", 0, err

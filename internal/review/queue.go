@@ -27,7 +27,9 @@ const (
 	MaxReviewers      = 50
 	MaxReviewsPerItem = 5
 	MaxPrincipalLen   = 128
-	MaxCommentLen     = 4000
+	// MaxCommentLen bounds a review's comment, in bytes: an item holds
+	// every review of up to anticipate.MaxQueued criteria.
+	MaxCommentLen = 2000
 	// MinDue and MaxDue bound a queue's due time: a second at least (a
 	// queue of automated reviewers, or a test, may be that quick);
 	// longer than 30 days is no due time.
