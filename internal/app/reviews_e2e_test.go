@@ -57,7 +57,8 @@ func scenarioReviewQueues(t *testing.T) {
 	e.must(201, e.call("PUT", "/v1/review-queues/late", map[string]any{"reviewers": []string{"carol"}, "due": "PT2S"}))
 	// Another tenant neither sees nor changes them.
 	e.must(404, e.call("GET", "/v1/review-queues/qa", nil, tenantA))
-	e.must(404, e.call("GET", "/v1/review-queues/qa/items", nil, tenantA))
+	var none evaluation.ReviewItemsPage
+	e.must(200, e.call("GET", "/v1/review-queues/qa/items", nil, tenantA)).json(t, &none)
 	e.must(404, e.call("PUT", "/v1/review-queues/qa", map[string]any{"reviewers": []string{"tenant-a"}}, tenantA))
 
 	declare := func(ant, plan, queue string) {
@@ -103,6 +104,10 @@ func scenarioReviewQueues(t *testing.T) {
 	if perReviewer["alice"] != 8 || perReviewer["bob"] != 8 || perReviewer["carol"] != 8 {
 		t.Fatalf("assignments per reviewer %v", perReviewer)
 	}
+	e.must(200, e.call("GET", "/v1/review-queues/qa/items", nil, tenantA)).json(t, &none)
+	if len(none.Items) != 0 {
+		t.Fatalf("another tenant lists %d items", len(none.Items))
+	}
 	tokens := map[string]string{"alice": aliceToken, "bob": bobToken, "carol": carolToken}
 	for name, tok := range tokens {
 		var inbox evaluation.ReviewItemsPage
@@ -147,6 +152,17 @@ func scenarioReviewQueues(t *testing.T) {
 			}
 			var view evaluation.ReviewItemView
 			e.must(201, e.call("POST", reviewPath(it), map[string]any{"criterionId": "tone", "grade": grade, "comment": "slot " + fmt.Sprint(slot)}, tokens[it.Assignees[slot]])).json(t, &view)
+			if slot == 0 && i == 0 {
+				// Blind: the other assignee, listing the first one's
+				// items, sees no review of the open item.
+				var peek evaluation.ReviewItemsPage
+				e.must(200, e.call("GET", "/v1/review-queues/qa/items?assignee="+it.Assignees[0], nil, tokens[it.Assignees[1]])).json(t, &peek)
+				for _, p := range peek.Items {
+					if len(p.Reviews) != 0 {
+						t.Fatalf("%s sees %s's open reviews: %+v", it.Assignees[1], it.Assignees[0], p.Reviews)
+					}
+				}
+			}
 			if want := pickOf(slot == 1, review.Done, review.Open); view.State != want {
 				t.Fatalf("after review %d of %s: state %s", slot+1, it.ItemID, view.State)
 			}

@@ -99,6 +99,10 @@ const DefaultEvaluationRepairAfter = 5 * time.Minute
 // watcher (its due time raised, or satisfied) before the sweep does it.
 const DefaultReviewRepairAfter = 2 * time.Minute
 
+// maxReviewRepairs bounds the review items one sweep mends (each is a
+// watcher commit or two).
+const maxReviewRepairs = 100
+
 // delaySeconds is a message timer for d: rounded up, within SQS's bounds.
 func delaySeconds(d time.Duration) int32 {
 	if d <= 0 {

@@ -275,10 +275,16 @@ func (r *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, err
 		}
 	}
-	// The review items whose due time the watcher was not told of.
-	res.Reviews, err = r.Eval.RepairReviews(ctx, DefaultReviewRepairAfter, MaxSweepRecords)
-	if err != nil || nearDeadline(ctx) {
-		return res, err
+	// The review items whose due time the watcher was not told of. One
+	// that fails is logged and left for the next run: it must not keep
+	// the effects' repair below from running.
+	var rerr error
+	res.Reviews, rerr = r.Eval.RepairReviews(ctx, DefaultReviewRepairAfter, maxReviewRepairs)
+	if rerr != nil {
+		r.Log.Warn("sweep: review due times left for the next run", "err", rerr)
+	}
+	if nearDeadline(ctx) {
+		return res, nil
 	}
 	// The changes whose effects their stream record did not bring about
 	// (discarded after its retries or maximum age, or still failing).

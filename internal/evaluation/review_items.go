@@ -112,9 +112,11 @@ func (s *Service) stageReviewItems(ctx context.Context, tx *store.Tx, rec *Antic
 	return out, nil
 }
 
+// reviewCriterion is c as an item keeps it: its text cut to
+// review.MaxCriterionText (the ANTICIPATE keeps it whole).
 func reviewCriterion(c anticipate.CategorizedCriterion, p anticipate.GradingPolicy) review.Criterion {
-	return review.Criterion{CriterionID: c.CriterionID, Category: string(c.Category), Description: c.Description,
-		Assertion: c.Assertion, PassingThreshold: p.PassingThreshold, Anti: c.Category == anticipate.CategoryAnti}
+	return review.Criterion{CriterionID: c.CriterionID, Category: string(c.Category), Description: review.Truncate(c.Description, review.MaxCriterionText),
+		Assertion: review.Truncate(c.Assertion, review.MaxCriterionText), PassingThreshold: p.PassingThreshold, Anti: c.Category == anticipate.CategoryAnti}
 }
 
 func putReviewQueue(tx *store.Tx, q *review.Queue) error {
@@ -319,12 +321,19 @@ func (s *Service) keepDue(ctx context.Context, r *reviewItemRecord) error {
 		return errors.New("this process keeps no review due times")
 	}
 	note, satisfied := r.DueNote, false
-	if !r.DueRaised {
+	if !r.DueRaised && r.State == review.Done {
+		// Reviewed before its due time was raised: raising it now could
+		// lapse a review that was in time.
+		satisfied = true
+	} else if !r.DueRaised {
 		due, _ := expect.ParseTime(r.DueAt)
 		err := s.reviewClock.RaiseReviewDue(ctx, r.AgentID, r.ItemID, r.QueueID, r.PlanID, due)
 		switch {
 		case errs.Is(err, errs.NotFound):
 			note = fmt.Sprintf("agent %s has no Agent Card, so no due time is kept for this item (the watcher sends lapses to the agent its card names)", r.AgentID)
+		case errs.Is(err, errs.Invalid) || errs.Is(err, errs.Conflict):
+			// Not a passing failure: trying again would meet it again.
+			note = "the watcher refused this item's due time: " + err.Error()
 		case err != nil:
 			return err
 		}
@@ -367,6 +376,9 @@ func (s *Service) RepairReviews(ctx context.Context, late time.Duration, limit i
 	n := 0
 	var errsOut []error
 	for _, it := range p.Items {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < repairReserve {
+			break // the next run goes on
+		}
 		r, err := decode[reviewItemRecord](it)
 		if err != nil {
 			errsOut = append(errsOut, err)
@@ -374,11 +386,33 @@ func (s *Service) RepairReviews(ctx context.Context, late time.Duration, limit i
 		}
 		if err := s.keepDue(ctx, r); err != nil {
 			errsOut = append(errsOut, fmt.Errorf("review item %s: %w", r.ItemID, err))
+			// To the back of the line: an item that keeps failing must not
+			// hold the others up.
+			_ = s.touchItem(ctx, r.ItemID)
 			continue
 		}
 		n++
 	}
 	return n, errors.Join(errsOut...)
+}
+
+// repairReserve is the time RepairReviews leaves its caller.
+const repairReserve = 5 * time.Second
+
+// touchItem moves an item's repair entry to now.
+func (s *Service) touchItem(ctx context.Context, itemID string) error {
+	return store.Update(ctx, s.store, func(tx *store.Tx) error {
+		it, ok, err := tx.Get(ctx, reviewItemKey(itemID))
+		if err != nil || !ok {
+			return err
+		}
+		cur, err := decode[reviewItemRecord](it)
+		if err != nil {
+			return err
+		}
+		cur.UpdatedAt = expect.FormatTime(s.now())
+		return putReviewItem(tx, cur)
+	})
 }
 
 // reviewedInQueue refuses, in SubmitGrade's commit, a direct grade of a

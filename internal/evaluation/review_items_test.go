@@ -3,6 +3,7 @@ package evaluation
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ type recordingClock struct {
 	satisfied map[string]time.Time
 	noCard    bool
 	fail      bool
+	refuse    bool
 }
 
 func (c *recordingClock) RaiseReviewDue(_ context.Context, agentID, itemID, queueID, planID string, dueAt time.Time) error {
@@ -32,6 +34,8 @@ func (c *recordingClock) RaiseReviewDue(_ context.Context, agentID, itemID, queu
 		return errs.E(errs.Unavailable, "watcher down")
 	case c.noCard:
 		return errs.E(errs.NotFound, "no card")
+	case c.refuse:
+		return errs.Fields("invalid raise request", []errs.FieldError{{Path: "skill", Message: "kind review-due may only be raised by tasks of skills [fulfil]"}})
 	}
 	c.raised[itemID] = dueAt
 	return nil
@@ -135,7 +139,7 @@ func TestReviewQueueGradesVerify(t *testing.T) {
 		t.Fatalf("VERIFY %s, hq-1 evidence %q", v.Verification.Verdict, resultOf(v.Verification, "hq-1").Evidence)
 	}
 	itemID := review.ItemID(vid, "q1", review.Grading, "")
-	page, err := svc.ReviewItems(ctx, reviewer("alice"), "q1", "", true, 0, "")
+	page, err := svc.ReviewItems(ctx, reviewer("alice"), "q1", "", "alice", 0, "")
 	if err != nil || len(page.Items) != 1 || page.Items[0].ItemID != itemID {
 		t.Fatalf("alice's inbox %+v %v", page, err)
 	}
@@ -150,7 +154,7 @@ func TestReviewQueueGradesVerify(t *testing.T) {
 	if it.DueExpectationID != "review:"+itemID {
 		t.Fatalf("due expectation %q", it.DueExpectationID)
 	}
-	if page, _ := svc.ReviewItems(ctx, reviewer("carol"), "q1", "open", true, 0, ""); len(page.Items) != 0 {
+	if page, _ := svc.ReviewItems(ctx, reviewer("carol"), "q1", "open", "carol", 0, ""); len(page.Items) != 0 {
 		t.Fatalf("carol's inbox holds %d items", len(page.Items))
 	}
 	if _, err := svc.SubmitGrade(ctx, vid, "hq-1", 1, "", "human:eve", func(string) bool { return true }); !errs.Is(err, errs.Conflict) {
@@ -196,14 +200,14 @@ func TestReviewQueueGradesVerify(t *testing.T) {
 	if _, ok := rc.satisfied[itemID]; !ok {
 		t.Fatal("the due time was not satisfied")
 	}
-	if page, _ := svc.ReviewItems(ctx, reviewer("alice"), "q1", "done", false, 0, ""); len(page.Items) != 1 {
+	if page, _ := svc.ReviewItems(ctx, reviewer("alice"), "q1", "done", "", 0, ""); len(page.Items) != 1 {
 		t.Fatalf("done items %d", len(page.Items))
 	}
 	// A replayed change opens no second item.
 	if err := svc.Verify(ctx, v.Verification.AgentID, "plan-r1"); err != nil {
 		t.Fatal(err)
 	}
-	if page, _ := svc.ReviewItems(ctx, reviewer("alice"), "q1", "open", false, 0, ""); len(page.Items) != 0 {
+	if page, _ := svc.ReviewItems(ctx, reviewer("alice"), "q1", "open", "", 0, ""); len(page.Items) != 0 {
 		t.Fatalf("a replay opened %d items", len(page.Items))
 	}
 }
@@ -259,10 +263,13 @@ func TestReviewQueueRefusals(t *testing.T) {
 	}
 }
 
-// TestReviewDueRepaired: a watcher that is down when the item opens and
-// when its reviews are in leaves the item to RepairReviews, which raises
-// and then satisfies its due time once the watcher is back; an agent
-// without a card gets a note instead.
+// TestReviewDueRepaired: a watcher that is down when the item opens, and
+// again when its reviews are in, leaves the item to RepairReviews, which
+// raises its due time once the watcher is back and, later, satisfies it;
+// an item reviewed before its due time was ever raised gets none (it
+// could only lapse a review that was in time); an agent without a card,
+// or a due time the watcher refuses, gets a note instead of endless
+// retries.
 func TestReviewDueRepaired(t *testing.T) {
 	svc, _, clock := gradingService(t, nil, JudgeRetry{})
 	rc := &recordingClock{raised: map[string]time.Time{}, satisfied: map[string]time.Time{}, fail: true}
@@ -273,9 +280,6 @@ func TestReviewDueRepaired(t *testing.T) {
 	}
 	vid := reviewedPlan(t, svc, "plan-r4", human("hq-1", "q1"))
 	itemID := review.ItemID(vid, "q1", review.Grading, "")
-	if _, err := svc.SubmitReview(ctx, reviewer("alice"), "q1", itemID, []byte(`{"criterionId":"hq-1","grade":"PASS"}`)); err != nil {
-		t.Fatal(err)
-	}
 	if n, _ := svc.RepairReviews(ctx, time.Minute, 10); n != 0 || len(rc.raised) != 0 {
 		t.Fatalf("repaired %d before the item was late", n)
 	}
@@ -284,11 +288,25 @@ func TestReviewDueRepaired(t *testing.T) {
 		t.Fatalf("repaired %d with the watcher down (%v)", n, err)
 	}
 	rc.fail = false
+	// The failed attempt moved the item to the back of the line.
+	if n, _ := svc.RepairReviews(ctx, time.Minute, 10); n != 0 {
+		t.Fatalf("repaired %d right after a failed attempt", n)
+	}
+	clock.Add(2 * time.Minute)
 	if n, err := svc.RepairReviews(ctx, time.Minute, 10); n != 1 || err != nil {
 		t.Fatalf("repaired %d: %v", n, err)
 	}
 	if _, ok := rc.raised[itemID]; !ok {
 		t.Fatal("not raised")
+	}
+	rc.fail = true
+	if _, err := svc.SubmitReview(ctx, reviewer("alice"), "q1", itemID, []byte(`{"criterionId":"hq-1","grade":"PASS"}`)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Minute)
+	rc.fail = false
+	if n, err := svc.RepairReviews(ctx, time.Minute, 10); n != 1 || err != nil {
+		t.Fatalf("repaired %d: %v", n, err)
 	}
 	if _, ok := rc.satisfied[itemID]; !ok {
 		t.Fatal("not satisfied")
@@ -297,11 +315,36 @@ func TestReviewDueRepaired(t *testing.T) {
 	if n, _ := svc.RepairReviews(ctx, time.Minute, 10); n != 0 {
 		t.Fatalf("repaired %d again", n)
 	}
+
+	// Reviewed while the watcher was down from the start: no due time.
+	rc.fail = true
+	vid = reviewedPlan(t, svc, "plan-r6", human("hq-1", "q1"))
+	early := review.ItemID(vid, "q1", review.Grading, "")
+	if _, err := svc.SubmitReview(ctx, reviewer("alice"), "q1", early, []byte(`{"criterionId":"hq-1","grade":"PASS"}`)); err != nil {
+		t.Fatal(err)
+	}
+	rc.fail = false
+	clock.Add(2 * time.Minute)
+	_, _ = svc.RepairReviews(ctx, time.Minute, 10)
+	if _, ok := rc.raised[early]; ok {
+		t.Fatal("an item reviewed before its due time was raised got one")
+	}
+
 	rc.noCard = true
 	vid = reviewedPlan(t, svc, "plan-r5", human("hq-1", "q1"))
 	it, err := svc.ReviewItem(ctx, reviewer("alice"), "q1", review.ItemID(vid, "q1", review.Grading, ""))
 	if err != nil || !strings.Contains(it.DueNote, "no Agent Card") || it.DueExpectationID != "" {
 		t.Fatalf("item without a card: %+v %v", it, err)
+	}
+	rc.noCard, rc.refuse = false, true
+	vid = reviewedPlan(t, svc, "plan-r7", human("hq-1", "q1"))
+	it, err = svc.ReviewItem(ctx, reviewer("alice"), "q1", review.ItemID(vid, "q1", review.Grading, ""))
+	if err != nil || !strings.Contains(it.DueNote, "refused") {
+		t.Fatalf("item whose due time is refused: %+v %v", it, err)
+	}
+	clock.Add(2 * time.Minute)
+	if n, err := svc.RepairReviews(ctx, time.Minute, 10); n != 0 || err != nil {
+		t.Fatalf("a refused due time is tried again: %d %v", n, err)
 	}
 }
 
@@ -349,5 +392,36 @@ func TestCalibrationSample(t *testing.T) {
 	}
 	if it, _ := svc.ReviewItem(ctx, reviewer("alice"), "cal", itemID); it.Criteria[0].Judge == nil || !it.Criteria[0].Judge.Pass {
 		t.Fatalf("done calibration item hides the judge: %+v", it.Criteria)
+	}
+}
+
+// TestReviewItemWorstCaseSize: an item at every bound (anticipate.MaxQueued
+// criteria with the longest description and assertion, five reviewers
+// each commenting the longest comment of characters JSON escapes, the
+// resolutions' rationales) stays well within a DynamoDB item (400 KB).
+func TestReviewItemWorstCaseSize(t *testing.T) {
+	long := strings.Repeat(`"`, anticipate.MaxDescriptionLen)
+	comment := strings.Repeat(`\`, review.MaxCommentLen)
+	r := &reviewItemRecord{Item: review.Item{ItemID: "rvi-x", QueueID: strings.Repeat("q", 64), State: review.Done, Resolved: map[string]review.Resolution{}}}
+	for i := range anticipate.MaxQueued {
+		c := anticipate.CategorizedCriterion{Criterion: anticipate.Criterion{CriterionID: strings.Repeat("c", 120) + fmt.Sprint(i), Description: long, Assertion: long}}
+		r.Criteria = append(r.Criteria, reviewCriterion(c, anticipate.GradingPolicy{}))
+		for j := range review.MaxReviewsPerItem {
+			who := strings.Repeat("r", 120) + fmt.Sprint(j)
+			if i == 0 {
+				r.Assignees = append(r.Assignees, who)
+			}
+			r.Reviews = append(r.Reviews, review.Review{Reviewer: who, CriterionID: c.CriterionID, Grade: "0.123456789", Comment: comment, At: "2026-12-06T16:00:00.123456789Z"})
+		}
+		r.Resolved[c.CriterionID] = review.Resolution{Rationale: strings.Repeat(`"`, review.MaxRationaleLen)}
+	}
+	it, err := reviewItemItem(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(it.Data); n > 300_000 {
+		t.Fatalf("the worst-case item is %d bytes", n)
+	} else {
+		t.Logf("the worst-case item is %d bytes", n)
 	}
 }

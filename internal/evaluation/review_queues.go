@@ -1,7 +1,9 @@
 package evaluation
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -24,11 +26,15 @@ const (
 
 // Limits on review queues.
 const (
-	MaxReviewQueues         = 1000
+	MaxReviewQueues         = 500
 	MaxReviewQueuesPerOwner = 100
 	MaxReviewItemsPage      = 100
-	// maxAgreementItems bounds the done items one agreement reads.
-	maxAgreementItems = 10000
+	// maxAgreementItems bounds the done items one agreement reads (each
+	// is read whole, within one API invocation's time).
+	maxAgreementItems = 2000
+	// reviewItemsPageBytes bounds a page of items past its first (an AWS
+	// Lambda answer is at most 6 MB).
+	reviewItemsPageBytes = 1 << 20
 )
 
 const reviewQueuesPK = "RQUEUES"
@@ -207,13 +213,16 @@ type ReviewItemsPage struct {
 }
 
 // ReviewItems lists queue's items in state (open or done, default open),
-// oldest first, that the reviewer may read; with mine, only those assigned
-// to the reviewer. A page holds at most limit items and reads at most a
-// few store pages: NextToken continues. Errors: NotFound for a queue the
-// reviewer does not see; Invalid naming state or nextToken.
-func (s *Service) ReviewItems(ctx context.Context, who Reviewer, queue, state string, mine bool, limit int, nextToken string) (ReviewItemsPage, error) {
-	if _, err := s.ReviewQueue(ctx, who.Agents, queue); err != nil {
-		return ReviewItemsPage{}, err
+// oldest first, that the reviewer may read (their plans' agents), as the
+// reviewer sees them; with assignee set, only those assigned to that
+// principal. The queue itself need not exist (a deleted queue's items stay
+// listed), and another tenant's queue lists as an unknown one does: no
+// item the reviewer may read. A page holds at most limit items and reads
+// at most a few store pages: NextToken continues. Errors: Invalid naming
+// queueId, state or nextToken.
+func (s *Service) ReviewItems(ctx context.Context, who Reviewer, queue, state, assignee string, limit int, nextToken string) (ReviewItemsPage, error) {
+	if msg := review.ValidQueueID(queue); msg != "" {
+		return ReviewItemsPage{}, errs.Fields("invalid query", []errs.FieldError{{Path: "queueId", Message: msg}})
 	}
 	switch state {
 	case "":
@@ -229,6 +238,7 @@ func (s *Service) ReviewItems(ctx context.Context, who Reviewer, queue, state st
 	// Each store page asks for what is left to fill, so a page ends where
 	// the listing may stop and its token continues from there.
 	q := store.Query{Index: store.GSI1, PK: reviewItemsPK(queue, state), After: nextToken}
+	size := 0
 	for range 5 {
 		q.Limit = limit - len(out.Items)
 		p, err := s.store.Query(ctx, q)
@@ -238,14 +248,30 @@ func (s *Service) ReviewItems(ctx context.Context, who Reviewer, queue, state st
 		if err != nil {
 			return ReviewItemsPage{}, wrap(err)
 		}
-		for _, it := range p.Items {
+		for i, it := range p.Items {
 			r, err := decode[reviewItemRecord](it)
 			if err != nil {
 				return ReviewItemsPage{}, wrap(err)
 			}
-			if !who.May(r.AgentID) || mine && !slices.Contains(r.Assignees, who.Principal) {
+			if !who.May(r.AgentID) || assignee != "" && !slices.Contains(r.Assignees, assignee) {
 				continue
 			}
+			if len(out.Items) > 0 && size+len(it.Data) > reviewItemsPageBytes {
+				// Full: the page ends before this item, and the token is
+				// the one a page of the items read so far would give.
+				q.Limit = i
+				if i == 0 {
+					out.NextToken = q.After
+					return out, nil
+				}
+				short, err := s.store.Query(ctx, q)
+				if err != nil {
+					return ReviewItemsPage{}, wrap(err)
+				}
+				out.NextToken = short.Next
+				return out, nil
+			}
+			size += len(it.Data)
 			out.Items = append(out.Items, r.view(who.Principal))
 		}
 		out.NextToken = p.Next
@@ -259,7 +285,8 @@ func (s *Service) ReviewItems(ctx context.Context, who Reviewer, queue, state st
 
 // ReviewAgreement measures how a queue's reviewers (and the judge, on
 // calibration items) agree on each criterion, over the done items the
-// reviewer may read (at most maxAgreementItems, the newest left out).
+// reviewer may read (at most maxAgreementItems, the newest left out:
+// Truncated says so).
 // Errors: NotFound for a queue the reviewer does not see.
 func (s *Service) ReviewAgreement(ctx context.Context, who Reviewer, queue string) (AgreementView, error) {
 	q, err := s.ReviewQueue(ctx, who.Agents, queue)
@@ -278,9 +305,10 @@ func (s *Service) ReviewAgreement(ctx context.Context, who Reviewer, queue strin
 			return err
 		}
 		// An item made when the queue took another number of reviews
-		// is counted as skipped (Measure).
+		// is counted as skipped (Measure). Only what Measure reads is
+		// kept: the labels, not the text.
 		if who.May(r.AgentID) {
-			items = append(items, r.Item)
+			items = append(items, r.labels())
 		}
 		return nil
 	})
@@ -315,11 +343,31 @@ type reviewItemRecord struct {
 	UpdatedAt    string `json:"updatedAt,omitempty"`
 }
 
+// labels is the item as Measure reads it: its criteria's ids and judge
+// grades, its assignees, and each review's and resolution's PASS or FAIL.
+func (r *reviewItemRecord) labels() review.Item {
+	out := review.Item{State: r.State, Assignees: r.Assignees, Criteria: make([]review.Criterion, len(r.Criteria)),
+		Reviews: make([]review.Review, len(r.Reviews)), Resolved: map[string]review.Resolution{}}
+	for i, c := range r.Criteria {
+		out.Criteria[i] = review.Criterion{CriterionID: c.CriterionID, Judge: c.Judge}
+	}
+	for i, rv := range r.Reviews {
+		out.Reviews[i] = review.Review{Reviewer: rv.Reviewer, CriterionID: rv.CriterionID, Pass: rv.Pass}
+	}
+	for id, res := range r.Resolved {
+		out.Resolved[id] = review.Resolution{Grade: review.Grade{Pass: res.Pass}}
+	}
+	return out
+}
+
 // needsWatcher reports whether the item's due time waits on the watcher.
 func (r *reviewItemRecord) needsWatcher() bool {
 	return !r.DueRaised || r.State == review.Done && !r.DueSatisfied
 }
 
+// reviewItemItem maps an item onto its store item. Its JSON is written
+// without HTML escaping: a comment full of '<' or '&' must cost its own
+// size, not six times that.
 func reviewItemItem(r *reviewItemRecord) (store.Item, error) {
 	created, _ := expect.ParseTime(r.CreatedAt)
 	idx := map[store.IndexName]store.IndexKey{
@@ -330,7 +378,14 @@ func reviewItemItem(r *reviewItemRecord) (store.Item, error) {
 		updated, _ := expect.ParseTime(r.UpdatedAt)
 		idx[store.GSI5] = store.IndexKey{PK: reviewFixPK, SK: sortTime(updated) + "#" + esc(r.ItemID)}
 	}
-	return expiring(mkItem(reviewItemKey(r.ItemID), TypeReviewItem, r, idx))(r.ExpiresAt)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return store.Item{}, err
+	}
+	item := store.Item{Key: reviewItemKey(r.ItemID), Type: TypeReviewItem, Data: bytes.TrimSuffix(buf.Bytes(), []byte("\n")), Index: idx}
+	return expiring(item, nil)(r.ExpiresAt)
 }
 
 // ReviewItemView is a review item as a reviewer sees it. While it is

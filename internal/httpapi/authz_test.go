@@ -107,7 +107,9 @@ func authzCases() []authzCase {
 		{name: "put review queue", pattern: "PUT /v1/review-queues/{queueId}", method: "PUT", path: "/v1/review-queues/ops-review", body: static(reviewQueueBody()), scope: auth.GradesWrite},
 		{name: "list review queues", pattern: "GET /v1/review-queues", method: "GET", path: "/v1/review-queues", scope: auth.Read},
 		{name: "get review queue", pattern: "GET /v1/review-queues/{queueId}", method: "GET", path: "/v1/review-queues/ops-review", scope: auth.Read, ownID: "ops-review", unknownID: "no-such-queue"},
-		{name: "list review items", pattern: "GET /v1/review-queues/{queueId}/items", method: "GET", path: "/v1/review-queues/ops-review/items?assignee=me", scope: auth.Read, ownID: "ops-review", unknownID: "no-such-queue"},
+		// Items are filtered by the agents the token acts for: another
+		// tenant lists none, as it would of an unknown queue.
+		{name: "list review items", pattern: "GET /v1/review-queues/{queueId}/items", method: "GET", path: "/v1/review-queues/ops-review/items?assignee=me", scope: auth.Read},
 		{name: "get review item", pattern: "GET /v1/review-queues/{queueId}/items/{itemId}", method: "GET", path: "/v1/review-queues/ops-review/items/{iid}", scope: auth.Read, ownID: "{iid}", unknownID: "rvi-unknown"},
 		{name: "post review", pattern: "POST /v1/review-queues/{queueId}/items/{itemId}/reviews", method: "POST", path: "/v1/review-queues/ops-review/items/{iid}/reviews",
 			body: static(mustJSON(map[string]any{"criterionId": "hc-1", "grade": "PASS", "comment": "approved"})), scope: auth.GradesWrite, ownID: "{iid}", unknownID: "rvi-unknown"},

@@ -72,13 +72,12 @@ func (h *Handler) listReviewItems(w http.ResponseWriter, r *http.Request) error 
 // reviewItemsOp is shared by the route and its MCP tool.
 func (h *Handler) reviewItemsOp(ctx context.Context, queue, assignee, state string, limit int, next string) (evaluation.ReviewItemsPage, error) {
 	who := reviewerOf(ctx)
-	mine := assignee != ""
-	if assignee != "" && assignee != "me" {
-		// Another principal's assignments, among the items this token
-		// may read.
-		who.Principal = assignee
+	if assignee == "me" {
+		assignee = who.Principal
 	}
-	return h.Eval.ReviewItems(ctx, who, queue, state, mine, limit, next)
+	// Another principal's assignments are listed as this token's
+	// principal sees them: never that principal's reviews of an open item.
+	return h.Eval.ReviewItems(ctx, who, queue, state, assignee, limit, next)
 }
 
 func (h *Handler) getReviewItem(w http.ResponseWriter, r *http.Request) error {

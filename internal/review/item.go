@@ -1,7 +1,6 @@
 package review
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -18,6 +17,9 @@ import (
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 )
+
+// MaxRationaleLen bounds a resolution's rationale, in bytes.
+const MaxRationaleLen = 500
 
 // Item states.
 const (
@@ -133,10 +135,8 @@ type ReviewInput struct {
 // a number in [0, 1]. Errors: an Invalid error naming each failing field.
 func ParseReview(body []byte) (ReviewInput, string, float64, error) {
 	var in ReviewInput
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return in, "", 0, errs.Fields("the body is not a review", []errs.FieldError{{Path: "body", Message: strings.TrimPrefix(err.Error(), "json: ")}})
+	if err := decodeOne(body, &in); err != nil {
+		return in, "", 0, errs.Fields("the body is not a review", []errs.FieldError{{Path: "body", Message: err.Error()}})
 	}
 	var c errs.Collector
 	if msg := expect.ValidID(in.CriterionID); msg != "" {
@@ -161,6 +161,9 @@ func ParseReview(body []byte) (ReviewInput, string, float64, error) {
 		if math.IsNaN(num) || num < 0 || num > 1 {
 			c.Add("grade", "must be a score between 0 and 1 inclusive, got %v", num)
 		} else {
+			if num == 0 {
+				num = 0 // not -0
+			}
 			grade, score = strconv.FormatFloat(num, 'f', -1, 64), num
 		}
 	default:
@@ -176,12 +179,19 @@ func ParseReview(body []byte) (ReviewInput, string, float64, error) {
 	return in, grade, score, nil
 }
 
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes, at a character boundary, marking
+// the cut with an ellipsis.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
 }
+
+func truncate(s string, n int) string { return Truncate(s, n) }
 
 // criterion returns the item's criterion id, or nil.
 func (it *Item) criterion(id string) *Criterion {
@@ -308,11 +318,13 @@ func Resolve(rule Rule, c *Criterion, reviews []Review) Resolution {
 	for _, r := range reviews {
 		fmt.Fprintf(&b, " %s %s", r.Reviewer, r.Grade)
 		if r.Comment != "" {
-			fmt.Fprintf(&b, " (%s)", truncate(r.Comment, 200))
+			fmt.Fprintf(&b, " (%s)", truncate(r.Comment, 80))
 		}
 		b.WriteString(";")
 	}
-	out.Rationale = truncate(strings.TrimSuffix(b.String(), ";"), 1800)
+	// Short: it is kept on the item and on the VERIFY (the comments are
+	// on the item whole).
+	out.Rationale = truncate(strings.TrimSuffix(b.String(), ";"), MaxRationaleLen)
 	return out
 }
 

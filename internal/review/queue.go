@@ -10,7 +10,9 @@ package review
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,8 +30,12 @@ const (
 	MaxReviewsPerItem = 5
 	MaxPrincipalLen   = 128
 	// MaxCommentLen bounds a review's comment, in bytes: an item holds
-	// every review of up to anticipate.MaxQueued criteria.
-	MaxCommentLen = 2000
+	// every review of up to anticipate.MaxQueued criteria, and must stay
+	// well within a DynamoDB item (400 KB) however its text escapes.
+	MaxCommentLen = 1000
+	// MaxCriterionText bounds the copy of a criterion's description and
+	// of its assertion an item keeps (the ANTICIPATE keeps them whole).
+	MaxCriterionText = 2000
 	// MinDue and MaxDue bound a queue's due time: a second at least (a
 	// queue of automated reviewers, or a test, may be that quick);
 	// longer than 30 days is no due time.
@@ -97,10 +103,8 @@ func ParseQueue(id string, body []byte) (Queue, error) {
 		c.Add("queueId", "%s", msg)
 	}
 	var b queueBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return Queue{}, errs.Fields("the body is not a review queue", []errs.FieldError{{Path: "body", Message: strings.TrimPrefix(err.Error(), "json: ")}})
+	if err := decodeOne(body, &b); err != nil {
+		return Queue{}, errs.Fields("the body is not a review queue", []errs.FieldError{{Path: "body", Message: err.Error()}})
 	}
 	q := Queue{QueueID: id, Reviewers: b.Reviewers, ReviewsPerItem: 1, Due: b.Due, Resolve: b.Resolve}
 	switch {
@@ -160,16 +164,41 @@ func (q *Queue) DueAt(now time.Time) time.Time {
 }
 
 // validPrincipal returns "" for a valid principal name, else the reason.
+// "me" and "*" are refused: the first means the caller in a listing's
+// assignee, the second every agent in a token's agents.
 func validPrincipal(s string) string {
 	switch {
 	case s == "":
 		return "is empty"
 	case len(s) > MaxPrincipalLen:
 		return fmt.Sprintf("is longer than %d bytes", MaxPrincipalLen)
-	case !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0:
-		return "contains a control character"
+	case s == "me" || s == "*":
+		return fmt.Sprintf("%q is reserved (the caller in ?assignee=me; every agent in a token)", s)
+	case strings.TrimSpace(s) != s:
+		return "starts or ends with white space"
+	case !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+	}) >= 0:
+		return "contains a control or formatting character"
 	}
 	return ""
+}
+
+// decodeOne decodes exactly one JSON value of body into v, refusing
+// unknown fields and anything after the value.
+func decodeOne(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return errors.New("holds more than one JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("holds more than one JSON value")
+	}
+	return nil
 }
 
 // Serves reports whether q takes items of agentID's plans.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentclock/clockwork/internal/errs"
 )
@@ -32,6 +33,13 @@ func TestParseQueue(t *testing.T) {
 		{"bad rule", "q1", `{"reviewers":["a"],"resolve":"any"}`, []string{"resolve"}},
 		{"bad id", "q/1", `{"reviewers":["a"]}`, []string{"queueId"}},
 		{"unknown field", "q1", `{"reviewers":["a"],"x":1}`, []string{"body"}},
+		{"trailing value", "q1", `{"reviewers":["a"]} {"x":1}`, []string{"body"}},
+		{"reviewer me", "q1", `{"reviewers":["me"]}`, []string{"reviewers[0]"}},
+		{"reviewer star", "q1", `{"reviewers":["*"]}`, []string{"reviewers[0]"}},
+		{"reviewer blank", "q1", `{"reviewers":[" "]}`, []string{"reviewers[0]"}},
+		{"reviewer padded", "q1", `{"reviewers":[" alice"]}`, []string{"reviewers[0]"}},
+		{"reviewer bidi override", "q1", `{"reviewers":["ali\u202ece"]}`, []string{"reviewers[0]"}},
+		{"reviewer line separator", "q1", `{"reviewers":["ali\u2028ce"]}`, []string{"reviewers[0]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := ParseQueue(tc.id, []byte(tc.body))
@@ -179,7 +187,8 @@ func TestParseReview(t *testing.T) {
 		`{"grade":"PASS"}`:                                       "criterionId",
 		`{"criterionId":"c1","grade":"PASS","comment":"\u0000"}`: "comment",
 		`{"criterionId":"c1","grade":"PASS","x":1}`:              "body",
-		`[]`: "body",
+		`{"criterionId":"c1","grade":"PASS"} []`:                 "body",
+		`[]`:                                                     "body",
 	} {
 		_, _, _, err := ParseReview([]byte(body))
 		if got := strings.Join(fieldsOf(err), ","); got != field {
@@ -189,6 +198,17 @@ func TestParseReview(t *testing.T) {
 	long, _ := json.Marshal(map[string]any{"criterionId": "c1", "grade": "PASS", "comment": strings.Repeat("x", MaxCommentLen+1)})
 	if _, _, _, err := ParseReview(long); strings.Join(fieldsOf(err), ",") != "comment" {
 		t.Errorf("long comment: %v", err)
+	}
+}
+
+func TestReviewNegativeZeroAndTruncation(t *testing.T) {
+	_, g, s, err := ParseReview([]byte(`{"criterionId":"c1","grade":-0}`))
+	if err != nil || g != "0" || math.Signbit(s) {
+		t.Fatalf("-0 parsed as %q %v (%v)", g, s, err)
+	}
+	cut := Truncate(strings.Repeat("a", 199)+"éé", 200)
+	if !utf8.ValidString(cut) || cut != strings.Repeat("a", 199)+"…" {
+		t.Fatalf("truncated %q", cut)
 	}
 }
 

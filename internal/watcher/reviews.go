@@ -3,7 +3,6 @@ package watcher
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentclock/clockwork/internal/expect"
@@ -33,9 +32,15 @@ func (s *Service) RaiseReviewDue(ctx context.Context, agentID, itemID, queueID, 
 	if err != nil {
 		return err
 	}
-	if _, ok := card.Kind(expect.ReviewDueKind); !ok {
-		card.Declaration.Kinds = append(slices.Clone(card.Declaration.Kinds), reviewKind)
+	// The watcher's own kind, whatever the card declares under its name
+	// (a declaration limiting it to some skills would refuse the raise).
+	kinds := []expect.Kind{reviewKind}
+	for _, k := range card.Declaration.Kinds {
+		if k.Kind != expect.ReviewDueKind {
+			kinds = append(kinds, k)
+		}
 	}
+	card.Declaration.Kinds = kinds
 	id := ReviewExpectationID(d.ItemID)
 	req := expect.RaiseRequest{TaskID: id, ContextID: id, Internal: true, Expectations: []expect.Expectation{{
 		ExpectationID: id,
