@@ -425,3 +425,51 @@ func TestReviewItemWorstCaseSize(t *testing.T) {
 		t.Logf("the worst-case item is %d bytes", n)
 	}
 }
+
+// TestReviewItemsPageByBytes: a listing of large items stops near
+// reviewItemsPageBytes and its token continues exactly after the last
+// item shown.
+func TestReviewItemsPageByBytes(t *testing.T) {
+	svc, _, _ := gradingService(t, nil, JudgeRetry{})
+	svc.reviewClock = &recordingClock{raised: map[string]time.Time{}, satisfied: map[string]time.Time{}}
+	ctx := context.Background()
+	if _, _, err := svc.PutReviewQueue(ctx, []string{"*"}, "big", []byte(`{"reviewers":["alice"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("x", anticipate.MaxDescriptionLen)
+	const plans = 40
+	for p := range plans {
+		var crits []map[string]any
+		for i := range anticipate.MaxQueued {
+			c := human(fmt.Sprintf("hq-%d", i), "big")
+			c["description"], c["assertion"] = text, text
+			crits = append(crits, c)
+		}
+		reviewedPlan(t, svc, fmt.Sprintf("plan-big-%02d", p), crits...)
+	}
+	seen := map[string]bool{}
+	pages, token := 0, ""
+	for {
+		page, err := svc.ReviewItems(ctx, reviewer("alice"), "big", "", "alice", 0, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		b, _ := json.Marshal(page)
+		if len(page.Items) > 1 && len(b) > 2*reviewItemsPageBytes {
+			t.Fatalf("a page of %d items is %d bytes", len(page.Items), len(b))
+		}
+		for _, it := range page.Items {
+			if seen[it.ItemID] {
+				t.Fatalf("item %s listed twice", it.ItemID)
+			}
+			seen[it.ItemID] = true
+		}
+		if token = page.NextToken; token == "" {
+			break
+		}
+	}
+	if len(seen) != plans || pages < 2 {
+		t.Fatalf("%d items over %d pages", len(seen), pages)
+	}
+}
