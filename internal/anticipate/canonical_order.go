@@ -13,12 +13,14 @@ type verificationInOrder struct {
 	AnticipationID     string          `json:"anticipation_id"`
 	AppID              string          `json:"app_id"`
 	DDNASignature      string          `json:"d_dna_signature"`
+	Evaluator          string          `json:"evaluator,omitempty"`
 	ExecutionDigest    string          `json:"execution_digest"`
 	MessageType        string          `json:"message_type"`
 	PassingThreshold   float64         `json:"passing_threshold"`
 	PlanID             string          `json:"plan_id"`
 	ProtocolVersion    string          `json:"protocol_version"`
 	Results            []resultInOrder `json:"results"`
+	Sampled            bool            `json:"sampled,omitempty"`
 	Score              float64         `json:"score"`
 	ServerSignature    string          `json:"server_signature,omitempty"`
 	SessionID          string          `json:"session_id"`
@@ -47,7 +49,7 @@ func canonicalOrder(v *Verification) verificationInOrder {
 		AnticipationID: v.AnticipationID, AppID: v.AppID, DDNASignature: v.DDNASignature, ExecutionDigest: v.ExecutionDigest,
 		MessageType: v.MessageType, PassingThreshold: v.PassingThreshold, PlanID: v.PlanID, ProtocolVersion: v.ProtocolVersion,
 		Score: v.Score, ServerSignature: v.ServerSignature, SessionID: v.SessionID, Timestamp: v.Timestamp,
-		Verdict: v.Verdict, VerificationID: v.VerificationID,
+		Verdict: v.Verdict, VerificationID: v.VerificationID, Sampled: v.Sampled, Evaluator: v.Evaluator,
 	}
 	if v.Results != nil {
 		out.Results = make([]resultInOrder, len(v.Results))

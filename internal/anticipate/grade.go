@@ -96,9 +96,15 @@ type Verification struct {
 	PassingThreshold   float64  `json:"passing_threshold"`    // the policy's
 	AntiCriteriaFailed []string `json:"anti_criteria_failed"` // graded anti criteria scored below 1
 	Verdict            Verdict  `json:"verdict"`              // PASS, FAIL or PENDING
-	AnticipationDigest string   `json:"anticipation_digest"`  // the ANTICIPATE's d_dna_signature
+	AnticipationDigest string   `json:"anticipation_digest"`  // the ANTICIPATE's d_dna_signature ("" when Sampled)
 	ExecutionDigest    string   `json:"execution_digest"`     // head of the plan's event chain
 	DDNASignature      string   `json:"d_dna_signature"`      // see Seal
+	// Sampled (an extension member) marks a VERIFY of a plan that declared
+	// no ANTICIPATE, graded by the sampled evaluator Evaluator with
+	// criteria configured on the server: nothing was declared before the
+	// run, so it has no anticipation_digest.
+	Sampled   bool   `json:"sampled,omitempty"`
+	Evaluator string `json:"evaluator,omitempty"`
 	// ServerSignature is "ed25519:" and the unpadded base64url Ed25519
 	// signature of the same canonical bytes d_dna_signature hashes; see
 	// SignEd25519.
@@ -135,6 +141,15 @@ type Execution struct {
 func VerificationIDFor(anticipationDigest, planID string) string {
 	sum := sha256.Sum256([]byte(anticipationDigest + "\x00" + planID))
 	return "vrf-" + hex.EncodeToString(sum[:16])
+}
+
+// SampledVerificationIDFor returns the deterministic id of the VERIFY an
+// online evaluator makes of a plan that declared no ANTICIPATE: "vrs-"
+// and 32 hex digits of SHA-256 over the agent, the evaluator and the plan,
+// zero-separated.
+func SampledVerificationIDFor(agentID, evaluator, planID string) string {
+	sum := sha256.Sum256([]byte(agentID + "\x00" + evaluator + "\x00" + planID))
+	return "vrs-" + hex.EncodeToString(sum[:16])
 }
 
 // Grade grades an execution against a sealed anticipation (design.md

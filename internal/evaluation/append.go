@@ -229,6 +229,9 @@ type appendRun struct {
 	// holds the ids staged by this run, read back from the transaction.
 	optimistic bool
 	staged     map[string]bool
+	// evaluated: the agent has an online evaluator, so a plan no
+	// ANTICIPATE binds is taken (read once per run).
+	evaluated, evaluatedLoaded bool
 }
 
 // writesFor bounds the writes that appending p may stage.
@@ -267,7 +270,18 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 		r.bound, r.boundScope, r.boundLoaded = bound, scope, true
 	}
 	if len(r.bound) == 0 && !r.exists {
-		return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, or send scope_envelope_id with the first event)", r.agent, r.planID)}, nil
+		// A plan no ANTICIPATE binds is taken only when the agent has an
+		// online evaluator that may sample it (evaluators.go).
+		if !r.evaluatedLoaded {
+			ok, err := hasEvaluators(ctx, tx, r.agent)
+			if err != nil {
+				return EventResult{}, err
+			}
+			r.evaluated, r.evaluatedLoaded = ok, true
+		}
+		if !r.evaluated {
+			return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, send scope_envelope_id with the first event, or give the agent an evaluator: PUT /v1/agents/{agentId}/evaluators/{name})", r.agent, r.planID)}, nil
+		}
 	}
 	// A repeat is answered before any refusal, so the id is read whenever
 	// the event would be refused; otherwise, on an optimistic attempt, it

@@ -34,7 +34,13 @@ func (s *Service) Bundle(ctx context.Context, vid string, may Authorizer) (*Bund
 		return nil, err
 	}
 	v := vr.Verification
-	rec, err := s.readAnticipation(ctx, v.AgentID, v.AnticipationID)
+	// A sampled VERIFY's bundle holds the evaluator's stand-in ANTICIPATE
+	// (emitter external_evaluator, made after the run), and the VERIFY
+	// says sampled with no anticipation_digest: never a declaration.
+	rec, _, ok, err := s.gradedAgainst(ctx, nil, vr)
+	if err == nil && !ok {
+		err = noAnticipation(v.AnticipationID)
+	}
 	if err != nil {
 		return nil, wrap(fmt.Errorf("anticipation %s of verification %s: %w", v.AnticipationID, vid, err))
 	}

@@ -75,6 +75,9 @@ func (s *Service) EraseAgent(ctx context.Context, agentID string) (map[string]in
 		if err := s.eraseReviewItems(ctx, agentID, count); err != nil {
 			return out, err
 		}
+		if err := s.eraseEvaluators(ctx, agentID, count); err != nil {
+			return out, err
+		}
 		if deleted == 0 {
 			break
 		}

@@ -153,6 +153,11 @@ func gradingShard(vid string) int {
 func verificationIndex(vr *VerificationRecord) map[store.IndexName]store.IndexKey {
 	v := vr.Verification
 	idx := map[store.IndexName]store.IndexKey{store.GSI1: {PK: byAnticipationPK(v.AnticipationID), SK: esc(v.VerificationID)}}
+	if sb := vr.Sampled; sb != nil {
+		// Listed by its evaluator, erased with its agent.
+		idx[store.GSI1] = store.IndexKey{PK: evaluatorVerificationsPK(v.AgentID, sb.Evaluator), SK: esc(v.VerificationID)}
+		idx[store.GSI2] = store.IndexKey{PK: sampledOfPK(v.AgentID), SK: esc(v.VerificationID)}
+	}
 	if next, ok := earliest(vr.Judging); ok {
 		idx[store.GSI5] = store.IndexKey{PK: gradingPK(gradingShard(v.VerificationID)), SK: sortTime(next) + "#" + esc(v.VerificationID)}
 	}
@@ -215,13 +220,12 @@ func (s *Service) GradeCriterion(ctx context.Context, job GradeJob) (retryAt tim
 		return at, nil
 	}
 	v := vr.Verification
-	rec, err := s.readAnticipation(ctx, v.AgentID, v.AnticipationID)
+	rec, a, ok, err := s.gradedAgainst(ctx, nil, vr)
 	if err != nil {
 		return time.Time{}, wrap(err)
 	}
-	a, err := s.compiled(rec)
-	if err != nil {
-		return time.Time{}, err
+	if !ok {
+		return time.Time{}, wrap(noAnticipation(v.AnticipationID))
 	}
 	ex, err := s.Execution(ctx, v.AgentID, v.PlanID)
 	if err != nil {

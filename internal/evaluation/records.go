@@ -256,6 +256,8 @@ type VerificationRecord struct {
 	Judging map[string]*JudgeAttempts `json:"judging,omitempty"`
 	// ExpiresAt is its execution's (retention.go).
 	ExpiresAt string `json:"expires_at,omitempty"`
+	// Sampled is set on the VERIFY of an online evaluator (evaluators.go).
+	Sampled *SampledBy `json:"sampled,omitempty"`
 }
 
 // verificationItem maps a VERIFY record onto its item.

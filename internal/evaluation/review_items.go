@@ -273,12 +273,8 @@ func (s *Service) gradeReviewed(ctx context.Context, tx *store.Tx, r *reviewItem
 	if err != nil {
 		return err
 	}
-	rec, ok, err := loadAnticipation(ctx, tx, vr.Verification.AgentID, vr.Verification.AnticipationID)
+	_, a, ok, err := s.gradedAgainst(ctx, tx, vr)
 	if err != nil || !ok {
-		return err
-	}
-	a, err := s.compiled(rec)
-	if err != nil {
 		return err
 	}
 	v, changed := vr.Verification, false

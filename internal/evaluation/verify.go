@@ -10,7 +10,6 @@ import (
 	"github.com/agentclock/clockwork/internal/assertion"
 	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/errs"
-	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
 	"github.com/agentclock/clockwork/internal/store"
 )
@@ -115,23 +114,7 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		env := agg.Env(w)
 		v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: planID, ExecutionDigest: ex.Head}, s.now())
 		vr := &VerificationRecord{}
-		if pending := anticipate.JudgeRequests(v, a, env); len(pending) > 0 {
-			reasons := map[string]string{}
-			if !s.modelGrading {
-				vr.JudgeErrors = reasons
-			} else {
-				vr.Judging = map[string]*JudgeAttempts{}
-			}
-			for _, jr := range pending {
-				if !s.modelGrading {
-					reasons[jr.CriterionID] = "no model judge is configured"
-					continue
-				}
-				vr.Judging[jr.CriterionID] = &JudgeAttempts{NextAt: expect.FormatTime(s.now())}
-				reasons[jr.CriterionID] = "awaiting the model judge"
-			}
-			annotatePending(&v, reasons)
-		}
+		s.awaitJudge(vr, &v, a, env)
 		vr.ExpiresAt = ex.ExpiresAt
 		// The review items of its queued HUMAN criteria are opened in the
 		// commit that creates it, so that no VERIFY waits on reviews no
@@ -179,6 +162,14 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 		}
 		s.metrics.Record(metrics.Verifications, 1, string(v.Verdict))
 		jobs = append(jobs, jobsOf(vr)...)
+	}
+	if len(ex.Bound) == 0 {
+		// No ANTICIPATE: the agent's online evaluators may sample it.
+		sampled, err := s.verifySampled(ctx, ex)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, sampled...)
 	}
 	if len(jobs) > 0 && s.grader != nil {
 		if err := s.grader.Enqueue(ctx, jobs); err != nil {
@@ -316,16 +307,12 @@ func (s *Service) SubmitGrade(ctx context.Context, vid, criterionID string, scor
 		if !may(vr.Verification.AgentID) {
 			return errs.E(errs.NotFound, "no verification %q", vid) // as unknown
 		}
-		rec, ok, err := loadAnticipation(ctx, tx, vr.Verification.AgentID, vr.Verification.AnticipationID)
+		_, a, ok, err := s.gradedAgainst(ctx, tx, vr)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("anticipation %s of verification %s is missing", vr.Verification.AnticipationID, vid)
-		}
-		a, err := s.compiled(rec)
-		if err != nil {
-			return err
 		}
 		if err := reviewedInQueue(ctx, tx, a, vid, criterionID); err != nil {
 			return err

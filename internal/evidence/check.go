@@ -316,11 +316,26 @@ func (c *checker) verification(map[string]json.RawMessage) bool {
 		c.rep.broken("verification.message_type", "is %q, want %q", v.MessageType, anticipate.MessageTypeVerify)
 		return false
 	}
-	if v.AnticipationDigest != antDigest {
+	wantID := anticipate.VerificationIDFor(antDigest, v.PlanID)
+	switch {
+	case v.Sampled:
+		// An online evaluator's VERIFY: its criteria were configured on
+		// the server and the stand-in ANTICIPATE was made after the run,
+		// so nothing proves they were declared before it.
+		if v.AnticipationDigest != "" || v.Evaluator == "" || a.Emitter != anticipate.EmitterExternalEvaluator {
+			c.rep.broken("verification.sampled", "a sampled VERIFY has no anticipation_digest, names its evaluator, and its ANTICIPATE is the external evaluator's; this one has anticipation_digest %q, evaluator %q, emitter %q",
+				v.AnticipationDigest, v.Evaluator, a.Emitter)
+			return false
+		}
+		c.rep.ok("verification.sampled", "graded by online evaluator %s from a sample, with criteria configured on the server: nothing was declared before the run", v.Evaluator)
+		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("sampled by evaluator %s: no ANTICIPATE was declared before the run, so the criteria are not proven to predate it", v.Evaluator))
+		wantID = anticipate.SampledVerificationIDFor(v.AgentID, v.Evaluator, v.PlanID)
+	case v.AnticipationDigest != antDigest:
 		c.rep.broken("verification.anticipation_digest", "is %q but the ANTICIPATE's digest is %q", v.AnticipationDigest, antDigest)
 		return false
+	default:
+		c.rep.ok("verification.anticipation_digest", "%s", antDigest)
 	}
-	c.rep.ok("verification.anticipation_digest", "%s", antDigest)
 	if v.ExecutionDigest != c.head {
 		c.rep.broken("verification.execution_digest", "is %q but the recomputed chain ends at %q", v.ExecutionDigest, c.head)
 		return false
@@ -336,7 +351,7 @@ func (c *checker) verification(map[string]json.RawMessage) bool {
 		return false
 	}
 	same := []struct{ field, got, want string }{
-		{"verification_id", v.VerificationID, anticipate.VerificationIDFor(antDigest, v.PlanID)},
+		{"verification_id", v.VerificationID, wantID},
 		{"anticipation_id", v.AnticipationID, a.AnticipationID},
 		{"agent_id", v.AgentID, a.AgentID},
 		{"app_id", v.AppID, a.AppID},

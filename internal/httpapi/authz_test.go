@@ -102,6 +102,13 @@ func authzCases() []authzCase {
 		{name: "start evaluation", pattern: "POST /v1/evaluations", method: "POST", path: "/v1/evaluations", body: static(evaluationBody()), scope: auth.GradesWrite, bound: true},
 		{name: "list evaluations", pattern: "GET /v1/agents/{agentId}/evaluations", method: "GET", path: "/v1/agents/agent-1/evaluations", scope: auth.Read, bound: true},
 		{name: "get evaluation", pattern: "GET /v1/evaluations/{evaluationId}", method: "GET", path: "/v1/evaluations/{eid}", scope: auth.Read, bound: true, ownID: "{eid}", unknownID: "evl-unknown"},
+		{name: "put evaluator", pattern: "PUT /v1/agents/{agentId}/evaluators/{name}", method: "PUT", path: "/v1/agents/agent-1/evaluators/sampled",
+			body: static(mustJSON(map[string]any{"criteria": []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}}, "sample": 0.1})),
+			scope: auth.GradesWrite, bound: true},
+		{name: "list evaluators", pattern: "GET /v1/agents/{agentId}/evaluators", method: "GET", path: "/v1/agents/agent-1/evaluators", scope: auth.Read, bound: true},
+		{name: "get evaluator", pattern: "GET /v1/agents/{agentId}/evaluators/{name}", method: "GET", path: "/v1/agents/agent-1/evaluators/sampled", scope: auth.Read, bound: true},
+		{name: "evaluator verifications", pattern: "GET /v1/agents/{agentId}/evaluators/{name}/verifications", method: "GET", path: "/v1/agents/agent-1/evaluators/sampled/verifications", scope: auth.Read, bound: true},
+		{name: "delete evaluator", pattern: "DELETE /v1/agents/{agentId}/evaluators/{name}", method: "DELETE", path: "/v1/agents/agent-1/evaluators/sampled", scope: auth.GradesWrite, bound: true},
 		// Review queues: ops-review belongs to agent-1 (the grades:write
 		// token made it); plan-3's item {iid} is in it.
 		{name: "put review queue", pattern: "PUT /v1/review-queues/{queueId}", method: "PUT", path: "/v1/review-queues/ops-review", body: static(reviewQueueBody()), scope: auth.GradesWrite},

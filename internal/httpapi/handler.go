@@ -162,6 +162,12 @@ func (h *Handler) routes() []route {
 		{Pattern: "POST /v1/evaluations", Scope: auth.GradesWrite, Eval: true, fn: h.startEvaluation},
 		{Pattern: "GET /v1/evaluations/{evaluationId}", Scope: auth.Read, Eval: true, fn: h.getEvaluation},
 		{Pattern: "GET /v1/agents/{agentId}/evaluations", Scope: auth.Read, Agent: true, Eval: true, fn: h.listEvaluations},
+		// Online evaluators (evaluators.go).
+		{Pattern: "PUT /v1/agents/{agentId}/evaluators/{name}", Scope: auth.GradesWrite, Agent: true, Eval: true, fn: h.putEvaluator},
+		{Pattern: "GET /v1/agents/{agentId}/evaluators", Scope: auth.Read, Agent: true, Eval: true, fn: h.listEvaluators},
+		{Pattern: "GET /v1/agents/{agentId}/evaluators/{name}", Scope: auth.Read, Agent: true, Eval: true, fn: h.getEvaluator},
+		{Pattern: "DELETE /v1/agents/{agentId}/evaluators/{name}", Scope: auth.GradesWrite, Agent: true, Eval: true, fn: h.deleteEvaluator},
+		{Pattern: "GET /v1/agents/{agentId}/evaluators/{name}/verifications", Scope: auth.Read, Agent: true, Eval: true, fn: h.listEvaluatorVerifications},
 		// Human review queues (reviews.go).
 		{Pattern: "PUT /v1/review-queues/{queueId}", Scope: auth.GradesWrite, Eval: true, fn: h.putReviewQueue},
 		{Pattern: "GET /v1/review-queues", Scope: auth.Read, Eval: true, fn: h.listReviewQueues},
