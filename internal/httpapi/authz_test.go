@@ -103,7 +103,7 @@ func authzCases() []authzCase {
 		{name: "list evaluations", pattern: "GET /v1/agents/{agentId}/evaluations", method: "GET", path: "/v1/agents/agent-1/evaluations", scope: auth.Read, bound: true},
 		{name: "get evaluation", pattern: "GET /v1/evaluations/{evaluationId}", method: "GET", path: "/v1/evaluations/{eid}", scope: auth.Read, bound: true, ownID: "{eid}", unknownID: "evl-unknown"},
 		{name: "put evaluator", pattern: "PUT /v1/agents/{agentId}/evaluators/{name}", method: "PUT", path: "/v1/agents/agent-1/evaluators/sampled",
-			body: static(mustJSON(map[string]any{"criteria": []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}}, "sample": 0.1})),
+			body:  static(mustJSON(map[string]any{"criteria": []any{map[string]any{"criterion_id": "few", "description": "few steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}}, "sample": 0.1})),
 			scope: auth.GradesWrite, bound: true},
 		{name: "list evaluators", pattern: "GET /v1/agents/{agentId}/evaluators", method: "GET", path: "/v1/agents/agent-1/evaluators", scope: auth.Read, bound: true},
 		{name: "get evaluator", pattern: "GET /v1/agents/{agentId}/evaluators/{name}", method: "GET", path: "/v1/agents/agent-1/evaluators/sampled", scope: auth.Read, bound: true},
