@@ -135,3 +135,88 @@ func (c *Client) ListEvaluations(ctx context.Context, agentID string, limit int,
 	}
 	return &out, nil
 }
+
+// EvaluatorRequest is the body of PUT
+// /v1/agents/{agentId}/evaluators/{name}: criteria that grade a sample of
+// the agent's completed plans that declared no ANTICIPATE.
+type EvaluatorRequest struct {
+	// Criteria are as in EvaluationRequest (not HUMAN).
+	Criteria []json.RawMessage `json:"criteria"`
+	// GradingPolicy is nil for the server's default (threshold 0.5).
+	GradingPolicy *GradingPolicy `json:"gradingPolicy,omitempty"`
+	// Sample is the share of matching plans graded, in (0, 1].
+	Sample float64 `json:"sample"`
+	// Filter narrows the plans graded.
+	Filter EvaluatorFilter `json:"filter"`
+}
+
+// EvaluatorFilter narrows the plans an evaluator grades.
+type EvaluatorFilter struct {
+	PlanIDPrefix    string `json:"planIdPrefix,omitempty"`
+	ScopeEnvelopeID string `json:"scopeEnvelopeId,omitempty"`
+}
+
+// Evaluator is an online evaluator as the server keeps it.
+type Evaluator struct {
+	AgentID       string            `json:"agentId"`
+	Name          string            `json:"name"`
+	Criteria      []json.RawMessage `json:"criteria"`
+	GradingPolicy json.RawMessage   `json:"gradingPolicy,omitempty"`
+	Sample        float64           `json:"sample"`
+	Filter        EvaluatorFilter   `json:"filter"`
+	CreatedAt     string            `json:"createdAt"`
+	UpdatedAt     string            `json:"updatedAt"`
+}
+
+// PutEvaluator creates or replaces an online evaluator of agentID.
+// Errors (*Error): 400 naming the field, 409 past 20 evaluators, 401, 403.
+func (c *Client) PutEvaluator(ctx context.Context, agentID, name string, req EvaluatorRequest) (*Evaluator, error) {
+	var out Evaluator
+	if err := c.do(ctx, call{method: "PUT", path: "/v1/agents/" + seg(agentID) + "/evaluators/" + seg(name), body: &req, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Evaluator reads one evaluator. Errors (*Error): 404, 401, 403.
+func (c *Client) Evaluator(ctx context.Context, agentID, name string) (*Evaluator, error) {
+	var out Evaluator
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluators/" + seg(name), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListEvaluators lists agentID's evaluators. Errors (*Error): 401, 403.
+func (c *Client) ListEvaluators(ctx context.Context, agentID string) ([]Evaluator, error) {
+	var out struct {
+		Evaluators []Evaluator `json:"evaluators"`
+	}
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluators", out: &out}); err != nil {
+		return nil, err
+	}
+	return out.Evaluators, nil
+}
+
+// DeleteEvaluator deletes an evaluator (its VERIFYs stay). Errors
+// (*Error): 404, 401, 403.
+func (c *Client) DeleteEvaluator(ctx context.Context, agentID, name string) error {
+	return c.do(ctx, call{method: "DELETE", path: "/v1/agents/" + seg(agentID) + "/evaluators/" + seg(name)})
+}
+
+// EvaluatorVerificationsPage is a page of the VERIFYs an evaluator made.
+type EvaluatorVerificationsPage struct {
+	Verifications []Verification `json:"verifications"`
+	NextToken     string         `json:"nextToken,omitempty"`
+}
+
+// EvaluatorVerifications returns one page of the VERIFYs evaluator name
+// of agentID made (limit 0: the server's default of 100). Errors (*Error):
+// 400 naming limit or nextToken, 401, 403.
+func (c *Client) EvaluatorVerifications(ctx context.Context, agentID, name string, limit int, nextToken string) (*EvaluatorVerificationsPage, error) {
+	var out EvaluatorVerificationsPage
+	if err := c.do(ctx, call{method: "GET", path: "/v1/agents/" + seg(agentID) + "/evaluators/" + seg(name) + "/verifications", query: pageQuery(limit, nextToken), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

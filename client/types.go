@@ -408,11 +408,15 @@ type Verification struct {
 	Score              float64  `json:"score"`
 	PassingThreshold   float64  `json:"passing_threshold"`
 	AntiCriteriaFailed []string `json:"anti_criteria_failed"`
-	Verdict            string   `json:"verdict"` // PASS, FAIL or PENDING
-	AnticipationDigest string   `json:"anticipation_digest"`
+	Verdict            string   `json:"verdict"`             // PASS, FAIL or PENDING
+	AnticipationDigest string   `json:"anticipation_digest"` // "" when Sampled
 	ExecutionDigest    string   `json:"execution_digest"`
-	DDNASignature      string   `json:"d_dna_signature"`
-	ServerSignature    string   `json:"server_signature,omitempty"`
+	// Sampled marks an online evaluator's VERIFY of a plan that declared
+	// no ANTICIPATE; Evaluator names it.
+	Sampled         bool   `json:"sampled,omitempty"`
+	Evaluator       string `json:"evaluator,omitempty"`
+	DDNASignature   string `json:"d_dna_signature"`
+	ServerSignature string `json:"server_signature,omitempty"`
 }
 
 // Grade is a human grade of a HUMAN criterion, Score in [0, 1].

@@ -23,6 +23,7 @@ var scenarios = []struct {
 	{"ScoresOut", scenarioScoresOut},
 	{"PassRateAlert", scenarioPassRateAlert},
 	{"ReviewQueues", scenarioReviewQueues},
+	{"OnlineEvaluators", scenarioOnlineEvaluators},
 	{"AssertionsReadTheWatcher", scenarioAssertionsReadTheWatcher},
 	{"DigestChainRecomputedAndTamperDetected", scenarioDigestChainRecomputedAndTamperDetected},
 	{"VerifyFollowsTheSeedAsReturned", scenarioVerifyFollowsTheSeedAsReturned},
