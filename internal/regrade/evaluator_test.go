@@ -59,15 +59,24 @@ func TestEvaluatorSampleAndAnticipation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	again, _ := ParseEvaluator("agent-1", "tone", []byte(`{"criteria":[`+detCrit+`],"sample":0.1}`))
+	other, _ := ParseEvaluator("agent-1", "other", []byte(`{"criteria":[`+detCrit+`],"sample":0.1}`))
+	n, differ := 0, 0
 	for i := range 1000 {
 		plan := fmt.Sprintf("p-%04d", i)
-		if e.Sampled("agent-1", plan) != e.Sampled("agent-1", plan) {
+		picked := e.Sampled("agent-1", plan)
+		if picked != again.Sampled("agent-1", plan) {
 			t.Fatal("the draw is not deterministic")
 		}
-		if e.Sampled("agent-1", plan) {
+		if picked != other.Sampled("agent-1", plan) {
+			differ++
+		}
+		if picked {
 			n++
 		}
+	}
+	if differ == 0 {
+		t.Fatal("two evaluators draw the same sample")
 	}
 	if n < 62 || n > 138 {
 		t.Fatalf("sampled %d of 1,000 at 0.1", n)
