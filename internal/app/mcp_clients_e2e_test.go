@@ -90,7 +90,7 @@ func scenarioMCPOfficialClients(t *testing.T) {
 	e := startEnv(t)
 	register(t, e, "1.0")
 	want := []string{"append_execution_event", "declare_anticipation", "fail_heartbeat", "get_evaluation", "get_expectation", "get_heartbeat", "list_expectations", "list_heartbeats",
-		"list_review_items", "ping_heartbeat", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "submit_review", "withdraw_expectations"}
+		"list_review_items", "ping_heartbeat", "put_evaluator", "put_heartbeat", "raise_expectations", "report_facts", "start_evaluation", "submit_review", "withdraw_expectations"}
 	// A review queue whose one reviewer is the clients' principal, and
 	// an item in it for each client: agent-a's plans, declared by its own
 	// token (a principal never reviews what it declared).
@@ -157,6 +157,8 @@ func scenarioMCPOfficialClients(t *testing.T) {
 				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID}, "criteria": evalCriteria, "gradingPolicy": evalPolicy}},
 				{Tool: "start_evaluation", Arguments: map[string]any{"filter": map[string]any{"agentId": agentID, "from": "last week"}, "criteria": evalCriteria}, invalid: "filter.from"},
 				{Tool: "get_evaluation", Arguments: map[string]any{"evaluationId": started.EvaluationID}},
+				{Tool: "put_evaluator", Arguments: map[string]any{"agentId": agentID, "name": "sample-" + p, "criteria": evalCriteria, "sample": 0.1}},
+				{Tool: "put_evaluator", Arguments: map[string]any{"agentId": agentID, "name": "sample-" + p, "criteria": evalCriteria, "sample": 2}, invalid: "sample"},
 				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "assignee": "me", "state": "open"}},
 				{Tool: "list_review_items", Arguments: map[string]any{"queueId": "mcp-reviews", "state": "closed"}, invalid: "state"},
 				{Tool: "submit_review", Arguments: map[string]any{"queueId": "mcp-reviews", "itemId": items[c.name], "criterionId": "tone", "grade": "maybe"}, invalid: "grade"},
@@ -234,7 +236,7 @@ func scenarioMCPHostConfigs(t *testing.T) {
 				Tools  []string        `json:"tools"`
 				Listed json.RawMessage `json:"listed"`
 			}
-			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 16 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
+			if err := json.Unmarshal(out, &rep); err != nil || len(rep.Tools) != 17 || !bytes.Contains(rep.Listed, []byte(`"records"`)) {
 				t.Fatalf("%s: %s (%v)", host, out, err)
 			}
 		})

@@ -128,7 +128,7 @@ func scenarioMCPTools(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	for _, want := range []string{"raise_expectations", "report_facts", "withdraw_expectations", "get_expectation", "list_expectations", "declare_anticipation", "append_execution_event",
-		"put_heartbeat", "ping_heartbeat", "fail_heartbeat", "get_heartbeat", "list_heartbeats", "start_evaluation", "get_evaluation", "list_review_items", "submit_review"} {
+		"put_heartbeat", "ping_heartbeat", "fail_heartbeat", "get_heartbeat", "list_heartbeats", "start_evaluation", "get_evaluation", "list_review_items", "submit_review", "put_evaluator"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools/list lacks %s: %v", want, names)
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/auth"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/evaluation"
@@ -167,6 +168,25 @@ func (h *Handler) Tools() []Tool {
 			return h.Eval.Evaluation(ctx, in.EvaluationID, in.Limit, in.NextToken, actsForCtx(ctx))
 		}),
 		newTool(Tool{
+			Name: "put_evaluator", Title: "Create or replace an online evaluator", Route: "PUT /v1/agents/{agentId}/evaluators/{name}", Scope: auth.GradesWrite,
+			Components: map[string]string{"criteria": "CriteriaList", "gradingPolicy": "GradingPolicy"},
+			Description: "Grade a sample of the agent's completed plans that declared no ANTICIPATE: criteria as an evaluation takes them (not HUMAN), " +
+				"sample (the share graded, e.g. 0.1), an optional filter (planIdPrefix, scopeEnvelopeId) and gradingPolicy. Each VERIFY it makes is " +
+				"marked sampled, names the evaluator and has no anticipation_digest. Scope: grades:write.",
+		}, func(in *putEvaluatorArgs) string { return in.AgentID }, func(ctx context.Context, in *putEvaluatorArgs) (*evaluatorResult, error) {
+			body, err := json.Marshal(map[string]any{"criteria": in.Criteria, "gradingPolicy": in.GradingPolicy, "sample": in.Sample, "filter": in.Filter})
+			if err != nil {
+				return nil, err
+			}
+			v, _, err := h.Eval.PutEvaluator(ctx, in.AgentID, in.Name, body)
+			if err != nil {
+				return nil, err
+			}
+			var out evaluatorResult
+			b, _ := json.Marshal(v)
+			return &out, json.Unmarshal(b, &out)
+		}),
+		newTool(Tool{
 			Name: "list_review_items", Title: "List review items", Route: "GET /v1/review-queues/{queueId}/items", Scope: auth.Read, ReadOnly: true,
 			Description: "List a review queue's items, oldest first: assignee \"me\" keeps those assigned to this token's principal (a reviewer's " +
 				"inbox); state open (default) or done. Each item names the plan, its VERIFY, the criteria to grade (description and assertion) " +
@@ -189,6 +209,31 @@ func (h *Handler) Tools() []Tool {
 			return &v, err
 		}),
 	)
+}
+
+// putEvaluatorArgs are put_evaluator's arguments: the route's path
+// parameters and its body (criteria and policy checked by the route's
+// parser, which names their fields).
+type putEvaluatorArgs struct {
+	AgentID       string                   `json:"agentId"`
+	Name          string                   `json:"name"`
+	Criteria      []any                    `json:"criteria" jsonschema:"criteria as an ANTICIPATE declares them, each with an optional category; not HUMAN"`
+	GradingPolicy any                      `json:"gradingPolicy,omitempty" jsonschema:"an RFC-032 grading_policy; absent: passing at 0.5"`
+	Sample        float64                  `json:"sample" jsonschema:"the share of matching plans graded, more than 0 and at most 1"`
+	Filter        *regrade.EvaluatorFilter `json:"filter,omitempty"`
+}
+
+// evaluatorResult is put_evaluator's result: the evaluator as its route
+// answers it.
+type evaluatorResult struct {
+	AgentID       string                    `json:"agentId"`
+	Name          string                    `json:"name"`
+	Criteria      []map[string]any          `json:"criteria"`
+	GradingPolicy *anticipate.GradingPolicy `json:"gradingPolicy,omitempty"`
+	Sample        float64                   `json:"sample"`
+	Filter        regrade.EvaluatorFilter   `json:"filter"`
+	CreatedAt     string                    `json:"createdAt"`
+	UpdatedAt     string                    `json:"updatedAt"`
 }
 
 // listReviewItemsArgs are list_review_items' arguments.

@@ -163,7 +163,7 @@ func TestToolsAgainstTheirSchemas(t *testing.T) {
 	for _, tl := range list.Tools {
 		tools[tl.Name] = tl
 	}
-	if len(tools) != 16 {
+	if len(tools) != 17 {
 		t.Fatalf("%d tools: %v", len(tools), tools)
 	}
 	calls := []struct {

@@ -33,7 +33,7 @@ type EvaluatorBody struct {
 	Sample *float64 `json:"sample"`
 	// Filter narrows the plans graded (empty: every plan of the agent
 	// that declared no ANTICIPATE).
-	Filter EvaluatorFilter `json:"filter"`
+	Filter EvaluatorFilter `json:"filter,omitempty"`
 }
 
 // EvaluatorFilter narrows the plans an evaluator grades: plan ids with a
