@@ -542,6 +542,22 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the agent's evaluations read %q", got)
 	}
 
+	// Online evaluators: a plan of agent-1 that declared no ANTICIPATE,
+	// sampled by its evaluator, is listed with its VERIFY.
+	e.must(201, "PUT", "/v1/agents/agent-1/evaluators/every-run", map[string]any{"criteria": []any{map[string]any{"criterion_id": "few-steps",
+		"description": "at most five steps", "measurement": "DETERMINISTIC", "assertion": "step_count <= 5", "weight": 1}}, "sample": 1, "filter": map[string]any{"planIdPrefix": "sampled-"}})
+	for i, typ := range []string{"STEP_COMPLETE", "PLAN_COMPLETE"} {
+		ev := map[string]any{"protocol_version": "4.1", "message_type": typ, "event_id": fmt.Sprintf("sampled-ev-%d", i), "timestamp": ts(0)}
+		if code, b := e.callAs(runnerToken, "POST", "/v1/executions/sampled-1/events", ev); code != 202 {
+			t.Fatalf("unbound event: %d %s", code, b)
+		}
+	}
+	b.open(console + "#/agents/agent-1/evaluators")
+	row := b.wait("the sampled VERIFY", `(() => { const r = document.querySelector('section.evaluator[data-evaluator="every-run"] tr[data-plan="sampled-1"][data-verdict="PASS"]'); return r ? r.innerText : ''; })()`)
+	if !strings.Contains(row, "vrs-") {
+		t.Errorf("the sampled VERIFY's row reads %q", row)
+	}
+
 	// Reviews: two plans declared by agent-1's own token, each reviewed
 	// by "second" through the API and by the signed-in "reviewer" in the
 	// inbox; each item's last review grades its VERIFY, and the agreement
@@ -575,7 +591,7 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	b.do("the agreement link", chromedp.Click(chromedp.CSS(`section.queue[data-queue="console-q"] a[href$="/agreement"]`)))
-	row := b.wait("the agreement", `(() => { const r = document.querySelector('#agreement tr[data-criterion="tone"]'); return r ? r.innerText : ''; })()`)
+	row = b.wait("the agreement", `(() => { const r = document.querySelector('#agreement tr[data-criterion="tone"]'); return r ? r.innerText : ''; })()`)
 	// Labels (PASS, PASS) and (FAIL, PASS): observed 50%, kappa 0.
 	if !strings.Contains(row, "cohen") || !strings.Contains(row, "50%") || !strings.Contains(row, "slight") {
 		t.Errorf("the agreement row reads %q", row)
@@ -606,6 +622,7 @@ func TestConsole(t *testing.T) {
 		{"#/anticipations/ant-console", `document.querySelector('section.verify .verdict')`, "anticipation-phone.png"},
 		{"#/evaluations", `document.querySelector('#start-evaluation')`, ""},
 		{evalHash, `document.querySelector('#eval-results tr[data-plan="plan-console"]')`, "evaluation-phone.png"},
+		{"#/agents/agent-1/evaluators", `document.querySelector('section.evaluator')`, ""},
 		{"#/reviews", `document.querySelector('section.queue[data-queue="console-q"]')`, ""},
 		{"#/review-queues/console-q/agreement", `document.querySelector('#agreement')`, "agreement-phone.png"},
 	} {

@@ -6,7 +6,7 @@ import { expectationsPage, expectationPage } from './expectations.js';
 import { anticipationsPage, agentAnticipationsPage, anticipationPage } from './anticipations.js';
 import { alertsPage } from './alerts.js';
 import { heartbeatsPage } from './heartbeats.js';
-import { evaluationsPage, evaluationPage, agentEvaluationsPage } from './evaluations.js';
+import { evaluationsPage, evaluationPage, agentEvaluationsPage, agentEvaluatorsPage } from './evaluations.js';
 import { inboxPage, agreementPage } from './reviews.js';
 
 const main = document.getElementById('main');
@@ -40,6 +40,7 @@ const routes = [
   [/^\/agents\/([^/]+)\/evaluations$/, agentEvaluationsPage],
   [/^\/evaluations\/([^/]+)$/, evaluationPage],
   [/^\/agents\/([^/]+)\/anticipations\/([^/]+)$/, anticipationPage],
+  [/^\/agents\/([^/]+)\/evaluators$/, agentEvaluatorsPage],
   [/^\/reviews$/, inboxPage],
   [/^\/review-queues\/([^/]+)\/agreement$/, agreementPage],
 ];
@@ -131,7 +132,8 @@ async function agentsPage(ctx) {
         h('a', { href: '#/agents/' + enc(a.agentId) + '/expectations' }, 'Expectations'),
         h('a', { href: '#/agents/' + enc(a.agentId) + '/heartbeats' }, 'Heartbeats'),
         h('a', { href: '#/agents/' + enc(a.agentId) + '/anticipations' }, 'Anticipations'),
-        h('a', { href: '#/agents/' + enc(a.agentId) + '/evaluations' }, 'Evaluations')));
+        h('a', { href: '#/agents/' + enc(a.agentId) + '/evaluations' }, 'Evaluations'),
+        h('a', { href: '#/agents/' + enc(a.agentId) + '/evaluators' }, 'Evaluators')));
   });
   ctx.render(h('h1', null, 'Agents'), open,
     agents.length ? h('div', { class: 'grid' }, cards) : h('p', { class: 'muted' }, 'No agent cards yet (PUT /v1/agents/{agentId}).'));

@@ -138,3 +138,31 @@ export async function evaluationPage(ctx) {
     });
   }
 }
+
+// An agent's online evaluators, each with the VERIFYs it made of plans
+// that declared no ANTICIPATE (GET /v1/agents/{id}/evaluators and
+// /evaluators/{name}/verifications).
+export async function agentEvaluatorsPage(ctx) {
+  const [agent] = ctx.params;
+  const out = await api('/v1/agents/' + enc(agent) + '/evaluators');
+  const sections = [];
+  for (const ev of out.evaluators) {
+    const page = await api('/v1/agents/' + enc(agent) + '/evaluators/' + enc(ev.name) + '/verifications?limit=100');
+    const rows = page.verifications.map(v => ({ attrs: { 'data-plan': v.plan_id, 'data-verdict': v.verdict }, cells: [
+      code(v.plan_id), badge(v.verdict, v.verdict), num(v.score), fmtTime(v.timestamp), code(v.verification_id)] }));
+    const f = ev.filter || {};
+    sections.push(h('section', { class: 'card evaluator', 'data-evaluator': ev.name },
+      h('div', { class: 'exp-head' }, h('span', { class: 'id' }, ev.name), badge('sample ' + pct(ev.sample), 'open')),
+      kv([['criteria', ev.criteria.map(c => c.criterion_id + ' (' + c.measurement + ')').join(', ')],
+        ['plans', (f.planIdPrefix ? 'ids starting ' + f.planIdPrefix : 'every plan') + (f.scopeEnvelopeId ? ' under ' + f.scopeEnvelopeId : '') + ' that declared no ANTICIPATE'],
+        ['updated', fmtTime(ev.updatedAt)]]),
+      h('p', { class: 'muted' }, 'Sampled VERIFYs: graded with criteria configured here, after the run; nothing was declared before it, so they carry no anticipation_digest.'),
+      rows.length ? table(['plan', 'verdict', 'score', 'graded', 'verification'], rows, { class: 'sampled' })
+        : h('p', { class: 'muted' }, 'No plan sampled yet.'),
+      page.nextToken ? h('p', { class: 'muted' }, 'Showing the first 100.') : null));
+  }
+  ctx.render(h('h1', null, 'Online evaluators of ', code(agent)),
+    h('p', { class: 'toolbar' }, h('a', { href: '#/agents' }, '← agents')),
+    sections.length ? h('div', { id: 'evaluators' }, sections)
+      : h('p', { class: 'muted', id: 'no-evaluators' }, 'No evaluators (PUT /v1/agents/{agentId}/evaluators/{name}).'));
+}
