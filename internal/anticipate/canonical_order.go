@@ -12,6 +12,7 @@ type verificationInOrder struct {
 	AnticipationDigest string          `json:"anticipation_digest"`
 	AnticipationID     string          `json:"anticipation_id"`
 	AppID              string          `json:"app_id"`
+	CriteriaDigest     string          `json:"criteria_digest,omitempty"`
 	DDNASignature      string          `json:"d_dna_signature"`
 	Evaluator          string          `json:"evaluator,omitempty"`
 	ExecutionDigest    string          `json:"execution_digest"`
@@ -49,7 +50,7 @@ func canonicalOrder(v *Verification) verificationInOrder {
 		AnticipationID: v.AnticipationID, AppID: v.AppID, DDNASignature: v.DDNASignature, ExecutionDigest: v.ExecutionDigest,
 		MessageType: v.MessageType, PassingThreshold: v.PassingThreshold, PlanID: v.PlanID, ProtocolVersion: v.ProtocolVersion,
 		Score: v.Score, ServerSignature: v.ServerSignature, SessionID: v.SessionID, Timestamp: v.Timestamp,
-		Verdict: v.Verdict, VerificationID: v.VerificationID, Sampled: v.Sampled, Evaluator: v.Evaluator,
+		Verdict: v.Verdict, VerificationID: v.VerificationID, Sampled: v.Sampled, Evaluator: v.Evaluator, CriteriaDigest: v.CriteriaDigest,
 	}
 	if v.Results != nil {
 		out.Results = make([]resultInOrder, len(v.Results))

@@ -105,6 +105,11 @@ type Verification struct {
 	// run, so it has no anticipation_digest.
 	Sampled   bool   `json:"sampled,omitempty"`
 	Evaluator string `json:"evaluator,omitempty"`
+	// CriteriaDigest (with Sampled) is the d_dna_signature of the
+	// stand-in ANTICIPATE the evaluator's criteria made, which the VERIFY
+	// was graded against: it ties them to the signed VERIFY without
+	// presenting them as declared.
+	CriteriaDigest string `json:"criteria_digest,omitempty"`
 	// ServerSignature is "ed25519:" and the unpadded base64url Ed25519
 	// signature of the same canonical bytes d_dna_signature hashes; see
 	// SignEd25519.

@@ -109,6 +109,24 @@ func scenarioOnlineEvaluators(t *testing.T) {
 		if !rep.OK() || !strings.Contains(strings.Join(rep.Notes, " "), "no ANTICIPATE was declared before the run") {
 			t.Fatalf("the offline check of a sampled VERIFY: %+v %v", rep.Findings, rep.Notes)
 		}
+		// The criteria are tied to the signed VERIFY: other criteria,
+		// even re-signed, are refused.
+		var doc map[string]json.RawMessage
+		_ = json.Unmarshal(bundle, &doc)
+		var ant map[string]any
+		_ = json.Unmarshal(doc["anticipation"], &ant)
+		ant["expectations"].(map[string]any)["outcome_criteria"].([]any)[0].(map[string]any)["assertion"] = "step_count <= 50"
+		delete(ant, anticipate.SignatureField)
+		b, _ := json.Marshal(ant)
+		resigned, err := anticipate.Sign(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc["anticipation"] = resigned
+		tampered, _ := json.Marshal(doc)
+		if rep := evidence.Check(tampered, evidence.Options{}); rep.OK() || rep.FirstBroken().Link != "verification.criteria_digest" {
+			t.Fatalf("the offline check of a bundle with other criteria: %+v", rep.Findings)
+		}
 		break
 	}
 	// The judge grades the other evaluator's sample (on-000 … on-009).

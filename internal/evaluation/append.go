@@ -229,9 +229,6 @@ type appendRun struct {
 	// holds the ids staged by this run, read back from the transaction.
 	optimistic bool
 	staged     map[string]bool
-	// evaluated: the agent has an online evaluator, so a plan no
-	// ANTICIPATE binds is taken (read once per run).
-	evaluated, evaluatedLoaded bool
 }
 
 // writesFor bounds the writes that appending p may stage.
@@ -262,7 +259,10 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 		scope = ev.ScopeEnvelopeID
 	}
 	sealing := !ex.Begun && (anticipate.SealsOn(ev.EventType) || ev.EventType == anticipate.PlanComplete)
-	if (!r.exists || sealing) && (!r.boundLoaded || r.boundScope != scope) {
+	if ex.Unbound {
+		// Taken without an ANTICIPATE: none binds it now.
+		r.bound, r.boundScope, r.boundLoaded = nil, scope, true
+	} else if (!r.exists || sealing) && (!r.boundLoaded || r.boundScope != scope) {
 		bound, err := r.s.bound(ctx, tx, r.planID, scope, r.agent)
 		if err != nil {
 			return EventResult{}, err
@@ -270,18 +270,16 @@ func (r *appendRun) append(ctx context.Context, p pendingEvent) (EventResult, er
 		r.bound, r.boundScope, r.boundLoaded = bound, scope, true
 	}
 	if len(r.bound) == 0 && !r.exists {
-		// A plan no ANTICIPATE binds is taken only when the agent has an
-		// online evaluator that may sample it (evaluators.go).
-		if !r.evaluatedLoaded {
-			ok, err := hasEvaluators(ctx, tx, r.agent)
-			if err != nil {
-				return EventResult{}, err
-			}
-			r.evaluated, r.evaluatedLoaded = ok, true
+		// A plan no ANTICIPATE binds is taken only when one of the
+		// agent's online evaluators would grade it (evaluators.go).
+		ok, err := r.s.evaluatorWants(ctx, tx, r.agent, r.planID, scope)
+		if err != nil {
+			return EventResult{}, err
 		}
-		if !r.evaluated {
-			return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, send scope_envelope_id with the first event, or give the agent an evaluator: PUT /v1/agents/{agentId}/evaluators/{name})", r.agent, r.planID)}, nil
+		if !ok {
+			return EventResult{Err: errs.E(errs.NotFound, "no ANTICIPATE of agent %q binds to plan %q (declare one with plan_id, send scope_envelope_id with the first event, or give the agent an evaluator whose filter takes it: PUT /v1/agents/{agentId}/evaluators/{name})", r.agent, r.planID)}, nil
 		}
+		ex.Unbound = true
 	}
 	// A repeat is answered before any refusal, so the id is read whenever
 	// the event would be refused; otherwise, on an optimistic attempt, it

@@ -113,6 +113,9 @@ func (s *Service) checkPlanNotBegun(ctx context.Context, tx *store.Tx, a *antici
 		tx.Check(executionKey(legacyExecutionPK(a.PlanID)))
 		return nil
 	}
+	if ex.Unbound {
+		return errs.E(errs.Conflict, "plan %q already runs without an ANTICIPATE (its events were taken for the agent's online evaluators); an ANTICIPATE declared now could name an outcome already seen: declare one before a plan's first event", a.PlanID)
+	}
 	return anticipate.CheckNew(a, ex.Begun)
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"slices"
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
@@ -32,6 +32,36 @@ const MaxEvaluators = 20
 func evaluatorsPK(agent string) string { return "EVR#" + esc(agent) }
 func evaluatorKey(agent, name string) store.Key {
 	return store.Key{PK: evaluatorsPK(agent), SK: esc(name)}
+}
+
+// evaluatorNamesKey is the item naming an agent's evaluators: every
+// create and delete reads and writes it, so the limit holds under
+// concurrent creates. ("#" sorts before any evaluator's name.)
+func evaluatorNamesKey(agent string) store.Key {
+	return store.Key{PK: evaluatorsPK(agent), SK: "#names"}
+}
+
+const typeEvaluatorNames = "evaluator_names"
+
+type evaluatorNames struct {
+	Names []string `json:"names"`
+}
+
+// loadNames reads an agent's evaluator names in tx (version-tracked).
+func loadNames(ctx context.Context, tx *store.Tx, agent string) (*evaluatorNames, error) {
+	it, ok, err := tx.Get(ctx, evaluatorNamesKey(agent))
+	if err != nil || !ok {
+		return &evaluatorNames{}, err
+	}
+	return decode[evaluatorNames](it)
+}
+
+func putNames(tx *store.Tx, agent string, n *evaluatorNames) error {
+	item, err := mkItem(evaluatorNamesKey(agent), typeEvaluatorNames, n, nil)
+	if err == nil {
+		tx.Put(item)
+	}
+	return err
 }
 
 // evaluatorVerificationsPK is the GSI1 partition of one evaluator's
@@ -89,12 +119,16 @@ func (s *Service) PutEvaluator(ctx context.Context, agentID, name string, body [
 			}
 			out.CreatedAt = cur.CreatedAt
 		} else {
-			p, err := tx.Query(ctx, store.Query{PK: evaluatorsPK(agentID), Limit: MaxEvaluators})
+			names, err := loadNames(ctx, tx, agentID)
 			if err != nil {
 				return err
 			}
-			if len(p.Items) >= MaxEvaluators {
+			if len(names.Names) >= MaxEvaluators {
 				return errs.E(errs.Conflict, "agent %s has %d evaluators, the most it may; delete one first", agentID, MaxEvaluators)
+			}
+			names.Names = append(names.Names, name)
+			if err := putNames(tx, agentID, names); err != nil {
+				return err
 			}
 		}
 		item, err := evaluatorItem(&out)
@@ -125,12 +159,15 @@ func (s *Service) Evaluator(ctx context.Context, agentID, name string) (Evaluato
 
 // Evaluators lists agentID's evaluators by name. Errors are the store's.
 func (s *Service) Evaluators(ctx context.Context, agentID string) ([]EvaluatorView, error) {
-	p, err := s.store.Query(ctx, store.Query{PK: evaluatorsPK(agentID), Limit: MaxEvaluators})
+	p, err := s.store.Query(ctx, store.Query{PK: evaluatorsPK(agentID), Limit: MaxEvaluators + 1})
 	if err != nil {
 		return nil, wrap(err)
 	}
 	out := make([]EvaluatorView, 0, len(p.Items))
 	for _, it := range p.Items {
+		if it.Type != TypeEvaluator {
+			continue // the names
+		}
 		v, err := decode[EvaluatorView](it)
 		if err != nil {
 			return nil, wrap(err)
@@ -143,21 +180,45 @@ func (s *Service) Evaluators(ctx context.Context, agentID string) ([]EvaluatorVi
 // DeleteEvaluator deletes evaluator name of agentID; its VERIFYs stay.
 // Errors: NotFound.
 func (s *Service) DeleteEvaluator(ctx context.Context, agentID, name string) error {
-	n, err := s.deleteItem(ctx, evaluatorKey(agentID, name))
-	if err != nil {
-		return wrap(err)
-	}
-	if n == 0 {
-		return errs.E(errs.NotFound, "agent %s has no evaluator %q", agentID, name)
-	}
-	return nil
+	err := store.Update(ctx, s.store, func(tx *store.Tx) error {
+		if _, ok, err := tx.Get(ctx, evaluatorKey(agentID, name)); err != nil || !ok {
+			if err == nil {
+				err = errs.E(errs.NotFound, "agent %s has no evaluator %q", agentID, name)
+			}
+			return err
+		}
+		names, err := loadNames(ctx, tx, agentID)
+		if err != nil {
+			return err
+		}
+		names.Names = slices.DeleteFunc(names.Names, func(n string) bool { return n == name })
+		tx.Delete(evaluatorKey(agentID, name))
+		return putNames(tx, agentID, names)
+	})
+	return wrap(err)
 }
 
-// hasEvaluators reports whether agentID has an evaluator: then its plans
-// may run without an ANTICIPATE.
-func hasEvaluators(ctx context.Context, tx *store.Tx, agentID string) (bool, error) {
-	p, err := tx.Query(ctx, store.Query{PK: evaluatorsPK(agentID), Limit: 1})
-	return len(p.Items) > 0, err
+// evaluatorWants reports whether one of agentID's evaluators would grade
+// a plan of that id and scope (sample aside): then its events are taken
+// although no ANTICIPATE binds it.
+func (s *Service) evaluatorWants(ctx context.Context, tx *store.Tx, agentID, planID, scope string) (bool, error) {
+	p, err := tx.Query(ctx, store.Query{PK: evaluatorsPK(agentID), Limit: MaxEvaluators + 1})
+	if err != nil {
+		return false, err
+	}
+	for _, it := range p.Items {
+		if it.Type != TypeEvaluator {
+			continue
+		}
+		v, err := decode[EvaluatorView](it)
+		if err != nil {
+			return false, err
+		}
+		if v.Filter.Matches(planID, scope) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // verifySampled grades a completed plan that declared no ANTICIPATE with
@@ -175,7 +236,9 @@ func (s *Service) verifySampled(ctx context.Context, ex *Execution) ([]GradeJob,
 		body, _ := json.Marshal(view.EvaluatorBody)
 		e, err := regrade.ParseEvaluator(agent, view.Name, body)
 		if err != nil {
-			return nil, fmt.Errorf("stored evaluator %s of %s no longer validates: %w", view.Name, agent, err)
+			// One evaluator that cannot grade must neither hold up the
+			// agent's others nor the change behind it: it is skipped.
+			continue
 		}
 		if !e.Matches(ex.PlanID, ex.ScopeID) || !e.Sampled(agent, ex.PlanID) {
 			continue
@@ -190,6 +253,9 @@ func (s *Service) verifySampled(ctx context.Context, ex *Execution) ([]GradeJob,
 			continue
 		}
 		vr, err := s.gradeSampled(ctx, ex, &e, vid)
+		if errs.Is(err, errs.Invalid) {
+			continue // cannot grade (see above)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -207,6 +273,9 @@ func (s *Service) verifySampled(ctx context.Context, ex *Execution) ([]GradeJob,
 			}
 			return item, nil, nil
 		})
+		if errors.Is(err, store.ErrTooLarge) {
+			continue // a VERIFY that can never be stored: as above
+		}
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -229,7 +298,7 @@ func (s *Service) gradeSampled(ctx context.Context, ex *Execution, e *regrade.Ev
 	}
 	a, err := anticipate.Validate(raw)
 	if err != nil {
-		return nil, fmt.Errorf("the stand-in ANTICIPATE of evaluator %s: %w", e.Name, err)
+		return nil, errs.E(errs.Invalid, "the stand-in ANTICIPATE of evaluator %s: %s", e.Name, err.Error())
 	}
 	var w assertion.Watcher
 	if s.watcher != nil {
@@ -241,14 +310,30 @@ func (s *Service) gradeSampled(ctx context.Context, ex *Execution, e *regrade.Ev
 	}
 	env := agg.Env(w)
 	v := anticipate.Grade(a, a.Programs(), env, nil, anticipate.Execution{VerificationID: vid, PlanID: ex.PlanID, ExecutionDigest: ex.Head}, s.now())
-	v.AnticipationDigest, v.Sampled, v.Evaluator = "", true, e.Name
-	vr := &VerificationRecord{Sampled: &SampledBy{Evaluator: e.Name, Anticipation: raw}, ExpiresAt: s.itemExpiry(s.now())}
+	// No anticipation digest (nothing was declared before the run); the
+	// stand-in's digest, signed with the VERIFY, ties it to its criteria.
+	v.AnticipationDigest, v.CriteriaDigest, v.Sampled, v.Evaluator = "", a.DDNASignature, true, e.Name
+	vr := &VerificationRecord{Sampled: &SampledBy{Evaluator: e.Name, Anticipation: raw}, ExpiresAt: s.sampledExpiry(ex)}
 	s.awaitJudge(vr, &v, a, env)
 	if err := s.seal(&v); err != nil {
 		return nil, wrap(err)
 	}
 	vr.Verification = v
 	return vr, nil
+}
+
+// sampledExpiry is when a sampled VERIFY is deleted: with its plan's
+// evidence, -retain-evidence after PLAN_COMPLETE (never when evidence is
+// kept forever).
+func (s *Service) sampledExpiry(ex *Execution) string {
+	if s.retain <= 0 {
+		return ""
+	}
+	done, err := expect.ParseTime(ex.CompletedAt)
+	if err != nil {
+		done = s.now()
+	}
+	return expect.FormatTime(done.Add(s.retain))
 }
 
 // awaitJudge leaves the HEURISTIC criteria v still needs the judge for
@@ -351,7 +436,7 @@ func (s *Service) eraseEvaluators(ctx context.Context, agentID string, count fun
 	}
 	return eachOf(ctx, s.store, store.Query{PK: evaluatorsPK(agentID)}, func(it store.Item) error {
 		n, err := s.deleteItem(ctx, it.Key)
-		count(TypeEvaluator, n)
+		count(it.Type, n)
 		return err
 	})
 }

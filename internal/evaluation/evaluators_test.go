@@ -2,8 +2,11 @@ package evaluation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,8 +107,35 @@ func TestOnlineEvaluators(t *testing.T) {
 	if err != nil || !strings.Contains(string(parts.Anticipation), `"emitter":"external_evaluator"`) || !strings.Contains(string(parts.Verification), `"sampled":true`) {
 		t.Fatalf("bundle %v %+v", err, parts)
 	}
+	// A plan taken without an ANTICIPATE cannot get one later: it could
+	// name an outcome already seen.
+	all := func(string) bool { return true }
+	if _, err := svc.AppendEvent(ctx, "support-late", event(0, "OUTCOME", map[string]any{"agent_id": agent}), Caller{May: all}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../anticipate/testdata/seed_anticipate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var late map[string]any
+	_ = json.Unmarshal(raw, &late)
+	late["agent_id"], late["plan_id"], late["anticipation_id"] = agent, "support-late", "ant-late"
+	lateRaw, _ := json.Marshal(late)
+	if _, _, err := svc.Declare(ctx, signed(t, lateRaw), "test", all); !errs.Is(err, errs.Conflict) {
+		t.Fatalf("an ANTICIPATE for a plan taken without one: %v", err)
+	}
+	// A plan no evaluator's filter takes is refused.
+	if err := svc.DeleteEvaluator(ctx, agent, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.PutEvaluator(ctx, agent, "support-tone", []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := runUnbound(t, svc, agent, "billing-2"); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("a plan no evaluator takes: %v", err)
+	}
 	out, err := svc.EraseAgent(ctx, agent)
-	if err != nil || out[TypeEvaluator] != 2 {
+	if err != nil || out[TypeEvaluator] != 1 {
 		t.Fatalf("erased %v %v", out, err)
 	}
 	if _, err := svc.Verification(ctx, vid, func(string) bool { return true }); !errs.Is(err, errs.NotFound) {
@@ -145,4 +175,40 @@ func TestOnlineSampleRate(t *testing.T) {
 		t.Fatalf("sampled %d of 1,000 at 0.1", n)
 	}
 	t.Logf("sampled %d of 1,000 plans at 0.1", n)
+}
+
+// TestEvaluatorBounds: criteria whose weights are all 0 grade with a plain
+// mean (not a policy that can never grade); an evaluator over 64 KiB is
+// refused; concurrent creates never pass MaxEvaluators.
+func TestEvaluatorBounds(t *testing.T) {
+	svc, _, _ := gradingService(t, nil, JudgeRetry{})
+	ctx := context.Background()
+	const agent = "agent-bounds"
+	zero := `{"criteria":[{"criterion_id":"few","description":"d","measurement":"DETERMINISTIC","assertion":"step_count <= 5","weight":0}],"sample":1}`
+	if _, _, err := svc.PutEvaluator(ctx, agent, "zero", []byte(zero)); err != nil {
+		t.Fatal(err)
+	}
+	if err := runUnbound(t, svc, agent, "z-1"); err != nil {
+		t.Fatal(err)
+	}
+	vr, err := svc.Verification(ctx, anticipate.SampledVerificationIDFor(agent, "zero", "z-1"), func(string) bool { return true })
+	if err != nil || vr.Verification.Verdict != anticipate.VerdictPass {
+		t.Fatalf("zero weights: %+v %v", vr, err)
+	}
+	big := `{"criteria":[{"criterion_id":"x","description":"` + strings.Repeat("d", 70_000) + `","measurement":"DETERMINISTIC","assertion":"step_count <= 5","weight":1}],"sample":1}`
+	if _, _, err := svc.PutEvaluator(ctx, agent, "big", []byte(big)); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("a 70 KB evaluator: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 3 * MaxEvaluators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = svc.PutEvaluator(ctx, agent, fmt.Sprintf("e-%02d", i), []byte(zero))
+		}()
+	}
+	wg.Wait()
+	if vs, err := svc.Evaluators(ctx, agent); err != nil || len(vs) != MaxEvaluators {
+		t.Fatalf("%d evaluators after concurrent creates (%v)", len(vs), err)
+	}
 }

@@ -180,6 +180,10 @@ type Execution struct {
 	Count       int      `json:"count"`
 	Completed   bool     `json:"completed"`
 	CompletedAt string   `json:"completed_at,omitempty"`
+	// Unbound marks a plan taken without an ANTICIPATE, for the agent's
+	// online evaluators: no ANTICIPATE binds it later (one declared after
+	// its first events could name an outcome already seen).
+	Unbound bool `json:"unbound,omitempty"`
 	// ExpiresAt is when the execution, its events and its VERIFYs are
 	// deleted: -retain-evidence after PLAN_COMPLETE (retention.go).
 	ExpiresAt string `json:"expires_at,omitempty"`

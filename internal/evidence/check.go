@@ -327,6 +327,11 @@ func (c *checker) verification(map[string]json.RawMessage) bool {
 				v.AnticipationDigest, v.Evaluator, a.Emitter)
 			return false
 		}
+		if v.CriteriaDigest != antDigest {
+			c.rep.broken("verification.criteria_digest", "is %q but the bundled criteria's digest is %q", v.CriteriaDigest, antDigest)
+			return false
+		}
+		c.rep.ok("verification.criteria_digest", "%s", antDigest)
 		c.rep.ok("verification.sampled", "graded by online evaluator %s from a sample, with criteria configured on the server: nothing was declared before the run", v.Evaluator)
 		c.rep.Notes = append(c.rep.Notes, fmt.Sprintf("sampled by evaluator %s: no ANTICIPATE was declared before the run, so the criteria are not proven to predate it", v.Evaluator))
 		wantID = anticipate.SampledVerificationIDFor(v.AgentID, v.Evaluator, v.PlanID)

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +45,15 @@ type EvaluatorFilter struct {
 	ScopeEnvelopeID string `json:"scopeEnvelopeId,omitempty"`
 }
 
+// Matches reports whether a plan (its id and scope envelope) passes f.
+func (f EvaluatorFilter) Matches(planID, scopeEnvelopeID string) bool {
+	return strings.HasPrefix(planID, f.PlanIDPrefix) && (f.ScopeEnvelopeID == "" || f.ScopeEnvelopeID == scopeEnvelopeID)
+}
+
+// MaxEvaluatorBody bounds an evaluator's body, in bytes: its criteria are
+// kept with every VERIFY it makes.
+const MaxEvaluatorBody = 64 << 10
+
 // Evaluator is a validated evaluator: its body and what Parse made of it.
 type Evaluator struct {
 	Name string
@@ -61,10 +72,13 @@ func ValidEvaluatorName(name string) string {
 }
 
 // DefaultPolicy is an evaluator's grading policy when it gives none: a
-// plan passes at a score of 0.5, criteria weighed, any failed anti
-// criterion failing it; the grader type allows every criterion.
+// plan passes at a score of 0.5, criteria weighed (unless every weight is
+// 0: then a plain mean), any failed anti criterion failing it; the grader
+// type allows every criterion.
 func DefaultPolicy(criteria anticipate.Expectations) anticipate.GradingPolicy {
-	return anticipate.GradingPolicy{GraderType: graderFor(criteria), PassingThreshold: 0.5, WeightedScoring: true, FailOnAnyAntiCriteria: true}
+	weighted := slices.ContainsFunc(slices.Concat(criteria.OutcomeCriteria, criteria.TrajectoryCriteria, criteria.AntiCriteria),
+		func(c anticipate.Criterion) bool { return c.Weight > 0 })
+	return anticipate.GradingPolicy{GraderType: graderFor(criteria), PassingThreshold: 0.5, WeightedScoring: weighted, FailOnAnyAntiCriteria: true}
 }
 
 // ParseEvaluator validates a PUT body for evaluator name of agentID.
@@ -74,6 +88,10 @@ func DefaultPolicy(criteria anticipate.Expectations) anticipate.GradingPolicy {
 // sample cannot wait for a person), a sample outside (0, 1], a filter
 // field that is not an id.
 func ParseEvaluator(agentID, name string, body []byte) (Evaluator, error) {
+	if len(body) > MaxEvaluatorBody {
+		return Evaluator{}, errs.Fields("the body is too large", []errs.FieldError{{Path: "criteria",
+			Message: fmt.Sprintf("the evaluator is %d bytes; at most %d, since its criteria are kept with every VERIFY it makes", len(body), MaxEvaluatorBody)}})
+	}
 	var b EvaluatorBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -118,14 +136,28 @@ func ParseEvaluator(agentID, name string, body []byte) (Evaluator, error) {
 		p := DefaultPolicy(spec.Criteria)
 		spec.Policy = &p
 	}
-	return Evaluator{Name: name, Body: b, Spec: spec}, nil
+	e := Evaluator{Name: name, Body: b, Spec: spec}
+	// The stand-in it will grade against must validate as it will be
+	// built (with the default policy, when it gives none).
+	raw, err := e.Anticipation(agentID, "validation", time.Unix(0, 0))
+	if err == nil {
+		_, err = anticipate.Validate(raw)
+	}
+	if err != nil {
+		var fe *errs.Error
+		msg := err.Error()
+		if errors.As(err, &fe) && len(fe.Fields) > 0 {
+			msg = fe.Fields[0].Path + ": " + fe.Fields[0].Message
+		}
+		return Evaluator{}, errs.Fields("invalid evaluator", []errs.FieldError{{Path: "gradingPolicy", Message: "with these criteria the policy cannot grade: " + msg}})
+	}
+	return e, nil
 }
 
 // Matches reports whether a plan that declared no ANTICIPATE is one e
 // grades, sample aside.
 func (e *Evaluator) Matches(planID, scopeEnvelopeID string) bool {
-	f := e.Body.Filter
-	return strings.HasPrefix(planID, f.PlanIDPrefix) && (f.ScopeEnvelopeID == "" || f.ScopeEnvelopeID == scopeEnvelopeID)
+	return e.Body.Filter.Matches(planID, scopeEnvelopeID)
 }
 
 // Sampled reports whether plan planID of agentID falls in e's sample: a
