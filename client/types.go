@@ -413,8 +413,11 @@ type Verification struct {
 	ExecutionDigest    string   `json:"execution_digest"`
 	// Sampled marks an online evaluator's VERIFY of a plan that declared
 	// no ANTICIPATE; Evaluator names it.
-	Sampled         bool   `json:"sampled,omitempty"`
-	Evaluator       string `json:"evaluator,omitempty"`
+	Sampled   bool   `json:"sampled,omitempty"`
+	Evaluator string `json:"evaluator,omitempty"`
+	// CriteriaDigest (with Sampled) is the digest of the evaluator's
+	// criteria the VERIFY was graded against.
+	CriteriaDigest  string `json:"criteria_digest,omitempty"`
 	DDNASignature   string `json:"d_dna_signature"`
 	ServerSignature string `json:"server_signature,omitempty"`
 }
