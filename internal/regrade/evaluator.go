@@ -104,6 +104,9 @@ func ParseEvaluator(agentID, name string, body []byte) (Evaluator, error) {
 	if err != nil {
 		return Evaluator{}, errs.Fields("the body is not an evaluator", []errs.FieldError{{Path: "body", Message: strings.TrimPrefix(err.Error(), "json: ")}})
 	}
+	if string(bytes.TrimSpace(b.GradingPolicy)) == "null" {
+		b.GradingPolicy = nil // as if absent: the default policy
+	}
 	var c errs.Collector
 	if msg := ValidEvaluatorName(name); msg != "" {
 		c.Add("name", "%s", msg)

@@ -18,6 +18,7 @@ func TestParseEvaluator(t *testing.T) {
 		fields     []string
 	}{
 		{"minimal", `{"criteria":[` + detCrit + `],"sample":0.1}`, nil},
+		{"null policy", `{"criteria":[` + detCrit + `],"sample":0.1,"gradingPolicy":null}`, nil},
 		{"filtered", `{"criteria":[` + detCrit + `],"sample":1,"filter":{"planIdPrefix":"support-","scopeEnvelopeId":"scope-1"}}`, nil},
 		{"no sample", `{"criteria":[` + detCrit + `]}`, []string{"sample"}},
 		{"sample 0", `{"criteria":[` + detCrit + `],"sample":0}`, []string{"sample"}},
@@ -40,8 +41,8 @@ func TestParseEvaluator(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tc.fields, ",") {
 				t.Fatalf("fields %v, want %v (%v)", got, tc.fields, err)
 			}
-			if err == nil && e.Spec.Policy == nil {
-				t.Fatal("no default policy")
+			if err == nil && (e.Spec.Policy == nil || e.Body.GradingPolicy != nil && string(e.Body.GradingPolicy) == "null") {
+				t.Fatalf("no default policy, or a null one kept: %+v", e.Body)
 			}
 		})
 	}
