@@ -391,7 +391,8 @@ func Reanchor(r *Record, anchorObservedAt time.Time, subj *SubjectRecord, now ti
 	out.DueAt = FormatTime(off.AddTo(anchorObservedAt))
 	out.PastDue = false
 	out, _ = Tick(out, subj, now)
-	return out, out.DueAt != r.DueAt || out.State != r.State || out.PastDue != r.PastDue
+	// The tick may also have checked a horizon that has passed.
+	return out, out.DueAt != r.DueAt || out.State != r.State || out.PastDue != r.PastDue || out.HorizonChecked != r.HorizonChecked
 }
 
 // Withdraw moves an open record to withdrawn with reason. Withdrawing a
