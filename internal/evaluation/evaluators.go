@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentclock/clockwork/internal/anticipate"
 	"github.com/agentclock/clockwork/internal/assertion"
-	"github.com/agentclock/clockwork/internal/effects"
 	"github.com/agentclock/clockwork/internal/errs"
 	"github.com/agentclock/clockwork/internal/expect"
 	"github.com/agentclock/clockwork/internal/metrics"
@@ -233,14 +232,17 @@ func (s *Service) verifySampled(ctx context.Context, ex *Execution) ([]GradeJob,
 	}
 	var jobs []GradeJob
 	for _, view := range views {
+		// The filter and the draw first: most plans are not sampled, and
+		// parsing compiles the evaluator's assertions.
+		probe := regrade.Evaluator{Name: view.Name, Body: view.EvaluatorBody}
+		if view.Sample == nil || !probe.Matches(ex.PlanID, ex.ScopeID) || !probe.Sampled(agent, ex.PlanID) {
+			continue
+		}
 		body, _ := json.Marshal(view.EvaluatorBody)
 		e, err := regrade.ParseEvaluator(agent, view.Name, body)
 		if err != nil {
 			// One evaluator that cannot grade must neither hold up the
 			// agent's others nor the change behind it: it is skipped.
-			continue
-		}
-		if !e.Matches(ex.PlanID, ex.ScopeID) || !e.Sampled(agent, ex.PlanID) {
 			continue
 		}
 		vid := anticipate.SampledVerificationIDFor(agent, e.Name, ex.PlanID)
@@ -264,14 +266,7 @@ func (s *Service) verifySampled(ctx context.Context, ex *Execution) ([]GradeJob,
 			return nil, wrap(err)
 		}
 		created, err := s.createVerification(ctx, vid, func(*store.Tx) (store.Item, *store.Write, error) {
-			if s.markEffects {
-				if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
-					return store.Item{}, nil, err
-				} else if ok {
-					return item, &w, nil
-				}
-			}
-			return item, nil, nil
+			return s.withCreationMarker(item)
 		})
 		if errors.Is(err, store.ErrTooLarge) {
 			continue // a VERIFY that can never be stored: as above

@@ -117,7 +117,7 @@ func (s *Service) checkQueueRoom(ctx context.Context, agents []string) error {
 	}
 	mine := 0
 	for i := range all {
-		if sameAgents(all[i].Owners, agents) {
+		if review.SameAgents(all[i].Owners, agents) {
 			mine++
 		}
 	}
@@ -125,14 +125,6 @@ func (s *Service) checkQueueRoom(ctx context.Context, agents []string) error {
 		return errs.E(errs.Conflict, "this token's agents own %d review queues, the most they may; delete some first", MaxReviewQueuesPerOwner)
 	}
 	return nil
-}
-
-// sameAgents reports whether a and b hold the same agents.
-func sameAgents(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // reviewQueue reads queue id. Errors: NotFound.

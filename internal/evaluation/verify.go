@@ -135,15 +135,7 @@ func (s *Service) Verify(ctx context.Context, agentID, planID string) error {
 			if err != nil {
 				return store.Item{}, nil, err
 			}
-			// A failing verdict's alerts must not depend on the stream alone.
-			if s.markEffects {
-				if w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data)); err != nil {
-					return store.Item{}, nil, err
-				} else if ok {
-					return item, &w, nil
-				}
-			}
-			return item, nil, nil
+			return s.withCreationMarker(item)
 		})
 		if err != nil {
 			return wrap(err)
@@ -208,6 +200,21 @@ func (s *Service) createVerification(ctx context.Context, vid string, build func
 		return nil
 	})
 	return created, err
+}
+
+// withCreationMarker returns a new VERIFY's item with the marker of its
+// effects, when it calls for one (a final verdict alerts) and
+// Options.MarkEffects asks for markers: its alerts must not depend on the
+// stream alone.
+func (s *Service) withCreationMarker(item store.Item) (store.Item, *store.Write, error) {
+	if !s.markEffects {
+		return item, nil, nil
+	}
+	w, ok, err := effects.Write(item.Key, 1, s.now(), effects.Of(TypeVerification, nil, item.Data))
+	if err != nil || !ok {
+		return item, nil, err
+	}
+	return item, &w, nil
 }
 
 // SetGrader sets the grading queue (for a worker made after the

@@ -224,10 +224,12 @@ func (q *Queue) VisibleTo(agents []string) bool {
 // ReplaceableBy reports whether a token acting for agents may replace or
 // delete q: one acting for the same agents, or an operator.
 func (q *Queue) ReplaceableBy(agents []string) bool {
-	if slices.Contains(agents, "*") {
-		return true
-	}
-	a, b := slices.Clone(agents), slices.Clone(q.Owners)
+	return slices.Contains(agents, "*") || SameAgents(agents, q.Owners)
+}
+
+// SameAgents reports whether a and b hold the same agents, in any order.
+func SameAgents(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
